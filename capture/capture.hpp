@@ -1,0 +1,137 @@
+// capture/ — everything predrop does on its own connections: resolving names, reading the
+// catalog, building snapshots, writing snapshot and ledger rows, confirming outcomes.
+// It knows libpq; it does not know the client's protocol. Pure functions over snapshots
+// (hash, array text, diff) live in capture/snapshot.hpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/snapshot.hpp"
+
+namespace predrop::capture {
+
+struct CaptureConfig {
+  std::string capture_conninfo;       // no dbname: the client's database is added per request
+  std::string store_conninfo;         // where snapshot and ledger rows are written
+  std::string store_table = "predrop.schema_snapshots";
+  std::string events_table = "predrop.drop_events";
+  int pool_size = 4;                  // hard maximum of capture connections, all databases together
+  ProfileBounds bounds;               // 20 values / 120 chars / 300 columns
+  std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};
+  bool naive_array_split = false;     // reproduce the reference's comma split (shared stores)
+  int dedup_window_s = 0;             // 0: off
+  std::string enrich_identity_sql;    // optional, $1 schema $2 table -> resource_identity, version
+  std::string enrich_provenance_sql;  // optional, $1 schema $2 table -> provenance columns
+  std::string actor = "predrop";
+};
+
+// What the proxy saw a statement destroy, in capture's own terms (capture does not know parser/).
+struct TargetSpec {
+  std::string kind;                 // drop_table, drop_schema, drop_owned, alter_table, truncate, ...
+  std::string schema;               // empty: resolve through search_path as the server would
+  std::string name;                 // relation name; drop_schema: the schema name
+  std::vector<std::string> roles;   // drop_owned
+};
+
+// Who and what, copied onto every snapshot and ledger row.
+struct StatementContext {
+  std::string database;
+  std::string session_user;
+  std::string application_name;
+  std::string client_addr;
+  std::string statement_kind;       // the first target's kind
+  std::string statement;            // normalised text (no literals)
+  std::string fingerprint;
+};
+
+struct SnapshotRequest {
+  StatementContext ctx;
+  std::vector<std::string> search_path;  // effective schemas for unqualified names, in order
+  std::vector<TargetSpec> targets;
+  std::chrono::steady_clock::time_point deadline;
+  std::string reason = "pre_drop";
+};
+
+// One per table captured or attempted. outcome: written | table_missing | capture_error |
+// store_error | timeout | deduplicated.
+struct TableResult {
+  std::string schema;
+  std::string table;
+  uint32_t oid = 0;
+  std::string outcome;
+  std::string snapshot_id;   // uuid text when written
+  std::string event_id;      // the ledger row
+  std::string error;
+};
+
+struct SnapshotResult {
+  std::vector<TableResult> tables;
+  std::string outcome;       // written when every table that exists has its row; else the first failure
+  double capture_ms = 0;
+  std::string error;
+  bool ok() const { return outcome == "written" || outcome == "table_missing" || outcome == "deduplicated"; }
+};
+
+// A ledger row for an intercepted statement that never reached a capture
+// (policy_skip, disabled, unresolved) or that the proxy released itself (timeout).
+struct EventRecord {
+  StatementContext ctx;
+  std::string outcome;
+  std::string schema;
+  std::string table;
+  double hold_ms = 0;
+  std::string error;
+};
+
+struct PendingOutcome {
+  uint32_t oid = 0;
+  std::string snapshot_id;
+  std::string event_id;
+};
+
+struct CaptureStats {
+  uint64_t pool_idle = 0, pool_busy = 0, queued = 0;
+};
+
+// Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;
+// callbacks run on that thread, so callers post back to their own executor.
+class CaptureService {
+ public:
+  explicit CaptureService(CaptureConfig cfg);
+  ~CaptureService();
+  CaptureService(const CaptureService&) = delete;
+  CaptureService& operator=(const CaptureService&) = delete;
+
+  // Resolve, capture and write every target, then call done exactly once.
+  // Past the deadline the work is abandoned, ledger rows say timeout, done still runs.
+  void snapshot(SnapshotRequest request, std::function<void(SnapshotResult)> done);
+  void record_event(EventRecord event);
+  // After the client's transaction ended: do the captured OIDs still exist?
+  void confirm_outcomes(std::string database, std::vector<PendingOutcome> pending);
+  // Called by the proxy when it released a hold on its own timer, so the ledger says so.
+  void mark_hold(const std::vector<TableResult>& tables, double hold_ms);
+  CaptureStats stats() const;
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// `predrop migrate`: apply the embedded numbered SQL under an advisory lock, each file in a
+// transaction; refuse a store whose recorded version is newer than this binary knows.
+struct MigrateResult {
+  bool ok = false;
+  int from_version = 0;
+  int to_version = 0;
+  std::string error;
+};
+MigrateResult migrate(const std::string& store_conninfo, const std::string& store_table = "predrop.schema_snapshots");
+
+}  // namespace predrop::capture

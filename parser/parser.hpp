@@ -1,0 +1,134 @@
+// parser/ — text in, facts out. "This statement destroys these relations, in these ways",
+// "it changes search_path to …", "it may destroy something no parser can see".
+// No sockets, no database, no policy. Thread-safe: libpg_query keeps its state per thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace predrop::parser {
+
+// Each kind can be switched on or off by policy; names are the policy file's spelling.
+enum class DestroyKind : uint8_t {
+  drop_table,
+  drop_schema,        // DROP SCHEMA … CASCADE: every table in the schema
+  drop_owned,         // DROP OWNED BY: every table the roles own
+  alter_table,        // DROP COLUMN / ALTER COLUMN TYPE / RENAME COLUMN / RENAME TO
+  truncate,
+  drop_matview,
+  drop_view,
+  drop_foreign_table,
+};
+inline constexpr int kDestroyKindCount = 8;
+std::string_view to_string(DestroyKind kind);
+std::optional<DestroyKind> destroy_kind_from_string(std::string_view name);
+
+// A name as the server would see it: unquoted identifiers already folded to lower case,
+// quoted ones kept exactly. schema is empty when the statement did not qualify the name.
+struct RelationName {
+  std::string schema;
+  std::string name;
+  bool operator==(const RelationName&) const = default;
+};
+
+struct Target {
+  DestroyKind kind;
+  RelationName relation;            // drop_schema: relation.name is the schema, relation.schema empty
+  std::vector<std::string> roles;   // drop_owned: the role names (CURRENT_USER etc. kept as written, upper-case)
+  bool if_exists = false;
+  bool cascade = false;
+  std::string action;               // alter_table: "DROP COLUMN c", "ALTER COLUMN c TYPE", "RENAME COLUMN", "RENAME TO"
+};
+
+// search_path effects, in statement order, so that a SET before a DROP in the same string counts.
+struct SearchPathChange {
+  enum class Scope : uint8_t { session, local, reset } scope = Scope::session;
+  // Schemas as the server would parse the value: "$user" and "pg_temp" kept as tokens,
+  // quoted names exact, unquoted names folded. Empty with reset (back to the default).
+  std::vector<std::string> schemas;
+};
+
+enum class TxnControl : uint8_t { none, begin, commit, rollback, savepoint, release, rollback_to, prepare };
+
+// One top-level statement of the message text.
+struct Statement {
+  std::vector<Target> targets;                  // empty when it destroys nothing visible
+  std::optional<SearchPathChange> search_path;  // SET/RESET search_path, set_config('search_path', …)
+  TxnControl txn = TxnControl::none;
+  bool unresolved_risk = false;                 // DO, EXECUTE, CALL, a function that may DROP: cannot be seen
+  bool temporary = false;                       // targets only temporary objects (ignored by design)
+};
+
+struct Facts {
+  std::vector<Statement> statements;
+  bool parse_error = false;        // libpg_query could not parse: relay untouched, count it
+  std::string error_message;
+  std::string fingerprint;         // pg_query_fingerprint hex, set when anything is destructive or unresolved
+  std::string normalized;          // pg_query_normalize: literals replaced by $n; never stores a password
+
+  bool destroys() const;           // any statement has targets
+  bool unresolved() const;         // any statement is unresolved risk
+  bool touches_search_path() const;
+};
+
+// Cheap and sound: false only when the text cannot hold any statement the classifier
+// reports (destructive, search_path, unresolved). Case-insensitive keyword scan, no allocation.
+bool may_matter(std::string_view sql);
+
+struct ClassifierStats {
+  uint64_t prefiltered = 0;   // never parsed: may_matter() said no
+  uint64_t parsed = 0;        // full parse (cache miss)
+  uint64_t cache_hit = 0;
+  uint64_t parse_error = 0;
+};
+
+// Parse cache keyed by statement text (LRU, bounded by entry count). Thread-safe.
+class Classifier {
+ public:
+  explicit Classifier(size_t cache_entries = 4096);
+  ~Classifier();
+  Classifier(const Classifier&) = delete;
+  Classifier& operator=(const Classifier&) = delete;
+
+  // nullptr when the prefilter proves the text irrelevant (the hot path: no parse, no allocation).
+  std::shared_ptr<const Facts> classify(std::string_view sql);
+  ClassifierStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parse without prefilter or cache (tests, CLI, fuzzing).
+Facts classify_uncached(std::string_view sql);
+
+// Splits a search_path value ("a, \"B\", $user") into schema tokens as the server does.
+std::vector<std::string> split_search_path(std::string_view value);
+
+// The session's effective search_path, following the server's rules for SET, SET LOCAL,
+// RESET and transaction end. Pure logic: the proxy feeds it what it sees on the wire.
+class SearchPathTracker {
+ public:
+  // The value at session start: role/database defaults or the startup packet's options.
+  explicit SearchPathTracker(std::vector<std::string> initial = {"$user", "public"});
+  // A statement that the server ran successfully (the proxy calls it on CommandComplete order).
+  void apply(const SearchPathChange& change, bool in_transaction_block);
+  // Transaction ended: committed or rolled back (ReadyForQuery went back to 'I').
+  void end_transaction(bool committed);
+  // Schemas to search, in order, with "$user" replaced by user and pg_temp dropped
+  // (temporary tables are out of scope); pg_catalog is not added.
+  std::vector<std::string> effective(std::string_view user) const;
+  const std::vector<std::string>& current() const;
+
+ private:
+  std::vector<std::string> session_;            // committed session value
+  std::optional<std::vector<std::string>> txn_; // session-level SET inside the open transaction
+  std::optional<std::vector<std::string>> local_;
+  std::vector<std::string> initial_;
+};
+
+}  // namespace predrop::parser

@@ -1,0 +1,123 @@
+// policy/ — the config file, its validation, the rules and their reload.
+// Knows nothing of sockets or SQL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace predrop::policy {
+
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::string to_string() const;
+};
+std::optional<Endpoint> parse_endpoint(std::string_view host_port);
+
+struct ClientTls {                 // the client leg: predrop is the TLS server
+  std::string cert_file;           // empty: SSLRequest answered 'N'
+  std::string key_file;
+  std::string min_version = "1.2"; // 1.2 | 1.3
+  std::string ciphers;             // OpenSSL cipher list; empty: OpenSSL's default
+};
+
+struct UpstreamTls {               // the upstream leg, libpq's sslmode semantics
+  std::string sslmode = "disable"; // disable | prefer | require | verify-ca | verify-full
+  std::string root_cert;
+  std::string server_name;         // verify-full host name; default: the upstream host
+  std::string min_version = "1.2";
+};
+
+struct Limits {
+  int max_clients = 10000;
+  uint64_t max_message_bytes = 1ull << 30;   // PostgreSQL's own limit
+  uint32_t max_inspect_bytes = 1u << 20;     // Query/Parse assembled whole up to this to be classified
+  int startup_timeout_ms = 10000;
+  int drain_timeout_ms = 30000;
+  int buffer_bytes = 16384;                  // per direction, per active session
+};
+
+struct Logging {
+  std::string format = "text";     // text | json
+  std::string level = "info";
+};
+
+enum class Action : uint8_t { snapshot, skip };
+enum class OnFailure : uint8_t { open, closed };
+
+struct Rule {
+  std::string database = "*";      // globs: * and ?
+  std::string schema = "*";
+  std::string table = "*";
+  uint32_t kinds = 0xFFFFFFFFu;    // bit i = parser::DestroyKind i; all by default
+  Action action = Action::snapshot;
+  OnFailure on_failure = OnFailure::open;
+};
+
+struct Decision {
+  Action action = Action::snapshot;
+  OnFailure on_failure = OnFailure::open;
+  int rule_index = -1;             // -1: the built-in default
+};
+
+struct Config {
+  Endpoint listen{"127.0.0.1", 6432};
+  Endpoint upstream{"127.0.0.1", 5432};
+  std::optional<Endpoint> admin;   // --admin; loopback by default when given
+  ClientTls tls;
+  UpstreamTls upstream_tls;
+  Limits limits;
+  Logging logging;
+  int threads = 0;                 // 0: one per core
+
+  bool snapshots_enabled = true;   // PREDROP_SNAPSHOTS=off turns holds off
+  std::string capture_conninfo;
+  std::string store_conninfo;
+  std::string store_table = "predrop.schema_snapshots";
+  bool migrate_on_start = true;
+  int hold_timeout_ms = 2000;
+  int capture_pool_size = 4;
+  int profile_max_values = 20;
+  int profile_max_value_chars = 120;
+  int profile_max_columns = 300;
+  std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};
+  bool naive_array_split = false;
+  int dedup_window_s = 0;
+  std::string enrich_identity_sql;
+  std::string enrich_provenance_sql;
+  std::vector<Rule> rules;         // first match wins
+  Rule default_rule;               // when none matches
+
+  // kind is parser::DestroyKind as an index (policy does not depend on parser/).
+  Decision decide(std::string_view database, std::string_view schema, std::string_view table, int kind) const;
+};
+
+struct ConfigError {
+  std::string file;
+  int line = 0;      // 1-based; 0 when not tied to a place
+  int column = 0;
+  std::string message;
+  std::string to_string() const;
+};
+
+struct LoadResult {
+  std::shared_ptr<const Config> config;   // null when errors is non-empty
+  std::vector<ConfigError> errors;
+};
+
+// Parse and validate a YAML file, then apply PREDROP_<SECTION>_<KEY> environment overrides.
+LoadResult load_file(const std::string& path);
+LoadResult load_string(std::string_view yaml, const std::string& name = "<string>");
+// Defaults plus environment overrides, for running without a file.
+LoadResult load_defaults();
+// Every key the loader accepts, dotted ("limits.max_clients"): README's reference is checked against it.
+std::vector<std::string> known_keys();
+// For check-config and logs: the config with secrets masked.
+std::string describe(const Config& config);
+std::string mask_conninfo(std::string_view conninfo);
+
+}  // namespace predrop::policy
