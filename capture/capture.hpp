@@ -134,4 +134,7 @@ struct MigrateResult {
 };
 MigrateResult migrate(const std::string& store_conninfo, const std::string& store_table = "predrop.schema_snapshots");
 
+// A conninfo (key=value or URI) with every password replaced by "***", for logs and errors.
+std::string mask_conninfo(const std::string& conninfo);
+
 }  // namespace predrop::capture

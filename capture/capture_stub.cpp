@@ -12,5 +12,4 @@ void CaptureService::confirm_outcomes(std::string, std::vector<PendingOutcome>) 
 void CaptureService::mark_hold(const std::vector<TableResult>&, double) {}
 CaptureStats CaptureService::stats() const { return {}; }
 void CaptureService::stop() {}
-MigrateResult migrate(const std::string&, const std::string&) { return {false, 0, 0, "not built"}; }
 }  // namespace predrop::capture

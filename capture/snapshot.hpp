@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,5 +47,16 @@ std::vector<std::string> parse_pg_array(std::string_view text, const ProfileBoun
 
 // Clip to at most n Unicode code points without splitting a UTF-8 sequence.
 std::string clip_chars(std::string_view s, int n);
+
+// The reference's columns_profile: a JSON array, one object per column with the seven keys
+// name, ordinal, pg_type, null_frac, n_distinct, most_common_vals, histogram_sample;
+// non-ASCII left unescaped (invalid UTF-8 is replaced, never thrown on).
+std::string columns_profile_json(const std::vector<ColumnProfile>& columns);
+
+// PostgreSQL array input text for a list of values ({"a","b\"c",NULL}); nullopt -> NULL.
+std::string pg_array_literal(const std::vector<std::optional<std::string>>& values);
+
+// "schema.table" / "\"Schema\".\"t\"" / "table" -> (schema, table); no dot -> default_schema.
+std::pair<std::string, std::string> split_qualified(std::string_view name, std::string_view default_schema = "public");
 
 }  // namespace predrop::capture

@@ -1,0 +1,237 @@
+// Pure functions over snapshots: the reference-compatible hash, array text parsing, clipping
+// and the columns_profile JSON. No I/O here, so everything is unit-testable.
+#include "capture/snapshot.hpp"
+
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace predrop::capture {
+
+std::string schema_hash(std::vector<std::string> names, const std::vector<std::string>& excluded) {
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [&](const std::string& n) {
+                               return std::find(excluded.begin(), excluded.end(), n) != excluded.end();
+                             }),
+              names.end());
+  // std::string compares bytes as unsigned char; for UTF-8 that is code-point order, which is
+  // what the reference's Python sorted() uses (never the locale's collation).
+  std::sort(names.begin(), names.end());
+  std::string joined;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) joined += '|';
+    joined += names[i];
+  }
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(joined.data()), joined.size(), digest);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * SHA_DIGEST_LENGTH);
+  for (unsigned char b : digest) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+std::string clip_chars(std::string_view s, int n) {
+  if (n < 0) n = 0;
+  int count = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    // A code point starts at every byte that is not a UTF-8 continuation byte (10xxxxxx).
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (count == n) return std::string(s.substr(0, i));
+      ++count;
+    }
+  }
+  return std::string(s);
+}
+
+namespace {
+
+// Decodes the code point starting at s[i] (lenient: a stray byte is its own code point).
+uint32_t decode_at(std::string_view s, size_t i, size_t& len) {
+  unsigned char c = s[i];
+  int extra = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 0;
+  if (extra && i + extra >= s.size()) extra = 0;  // truncated sequence
+  uint32_t cp = extra == 0 ? c : c & (0x3F >> extra);
+  for (int k = 1; k <= extra; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  len = 1 + extra;
+  return cp;
+}
+
+// Python's str.isspace(), which is what the reference's strip() removes.
+bool py_space(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+std::string_view py_strip(std::string_view s) {
+  while (!s.empty()) {
+    size_t len;
+    if (!py_space(decode_at(s, 0, len))) break;
+    s.remove_prefix(len);
+  }
+  while (!s.empty()) {
+    // Walk back to the start of the last code point.
+    size_t start = s.size() - 1;
+    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80 && s.size() - start < 4) --start;
+    size_t len;
+    if (!py_space(decode_at(s, start, len)) || start + len != s.size()) break;
+    s.remove_suffix(len);
+  }
+  return s;
+}
+
+bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+// The reference's text-form algorithm, step for step (openarg.md §4.4): split on every comma,
+// strip, strip quotes, first N parts, drop empties, clip.
+std::vector<std::string> parse_naive(std::string_view text, const ProfileBounds& b) {
+  std::vector<std::string> out;
+  std::string_view t = py_strip(text);
+  if (t.size() >= 2 && t.front() == '{' && t.back() == '}') t = t.substr(1, t.size() - 2);
+  if (t.empty()) return out;
+  int parts = 0;
+  size_t pos = 0;
+  while (parts < b.max_values) {
+    size_t comma = t.find(',', pos);
+    std::string_view part = t.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    part = py_strip(part);
+    while (!part.empty() && part.front() == '"') part.remove_prefix(1);
+    while (!part.empty() && part.back() == '"') part.remove_suffix(1);
+    ++parts;
+    if (!part.empty()) out.push_back(clip_chars(part, b.max_value_chars));
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// PostgreSQL's array_in grammar: optional dimension decoration, nested braces (flattened),
+// quoted elements with backslash escapes, unquoted elements trimmed and backslash-escaped,
+// unquoted NULL meaning no value (skipped: a profile holds values only).
+std::vector<std::string> parse_proper(std::string_view t, const ProfileBounds& b) {
+  std::vector<std::string> out;
+  size_t i = 0, n = t.size();
+  while (i < n && ascii_space(t[i])) ++i;
+  if (i < n && t[i] == '[') {  // "[1:3]={...}"
+    size_t eq = t.find('=', i);
+    if (eq == std::string_view::npos) return out;
+    i = eq + 1;
+    while (i < n && ascii_space(t[i])) ++i;
+  }
+  if (i >= n || t[i] != '{') return out;
+  int depth = 0;
+  while (i < n && static_cast<int>(out.size()) < b.max_values) {
+    char c = t[i];
+    if (c == '{') { ++depth; ++i; continue; }
+    if (c == '}') { if (--depth <= 0) break; ++i; continue; }
+    if (c == ',' || ascii_space(c)) { ++i; continue; }
+    std::string value;
+    if (c == '"') {
+      ++i;
+      while (i < n && t[i] != '"') {
+        if (t[i] == '\\' && i + 1 < n) ++i;
+        value += t[i++];
+      }
+      ++i;  // closing quote
+      out.push_back(clip_chars(value, b.max_value_chars));
+      continue;
+    }
+    bool escaped_any = false;
+    size_t last_significant = 0;  // length of value up to its last non-space or escaped char
+    while (i < n && t[i] != ',' && t[i] != '}' && t[i] != '{') {
+      if (t[i] == '\\' && i + 1 < n) {
+        ++i;
+        value += t[i++];
+        escaped_any = true;
+        last_significant = value.size();
+        continue;
+      }
+      value += t[i];
+      if (!ascii_space(t[i])) last_significant = value.size();
+      ++i;
+    }
+    value.resize(last_significant);
+    if (!escaped_any && value.size() == 4 && (value[0] | 0x20) == 'n' && (value[1] | 0x20) == 'u' &&
+        (value[2] | 0x20) == 'l' && (value[3] | 0x20) == 'l')
+      continue;
+    out.push_back(clip_chars(value, b.max_value_chars));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_pg_array(std::string_view text, const ProfileBounds& bounds, bool naive) {
+  if (bounds.max_values <= 0) return {};
+  return naive ? parse_naive(text, bounds) : parse_proper(text, bounds);
+}
+
+std::string columns_profile_json(const std::vector<ColumnProfile>& columns) {
+  // ordered_json keeps the reference's key order, which makes stored text easy to compare by eye;
+  // jsonb re-orders anyway.
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const auto& c : columns) {
+    nlohmann::ordered_json o;
+    o["name"] = c.name;
+    o["ordinal"] = c.ordinal;
+    o["pg_type"] = c.pg_type;
+    o["null_frac"] = c.null_frac ? nlohmann::ordered_json(*c.null_frac) : nlohmann::ordered_json(nullptr);
+    o["n_distinct"] = c.n_distinct ? nlohmann::ordered_json(*c.n_distinct) : nlohmann::ordered_json(nullptr);
+    o["most_common_vals"] = c.most_common_vals;
+    o["histogram_sample"] = c.histogram_sample;
+    arr.push_back(std::move(o));
+  }
+  return arr.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string pg_array_literal(const std::vector<std::optional<std::string>>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    if (!values[i]) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+std::pair<std::string, std::string> split_qualified(std::string_view name, std::string_view default_schema) {
+  auto unquote = [](std::string_view p) {
+    while (!p.empty() && ascii_space(p.front())) p.remove_prefix(1);
+    while (!p.empty() && ascii_space(p.back())) p.remove_suffix(1);
+    if (p.size() >= 2 && p.front() == '"' && p.back() == '"') {
+      std::string out;
+      for (size_t i = 1; i + 1 < p.size(); ++i) {
+        out += p[i];
+        if (p[i] == '"' && i + 2 < p.size() && p[i + 1] == '"') ++i;  // "" inside quotes
+      }
+      return out;
+    }
+    return std::string(p);
+  };
+  // The first dot outside double quotes separates schema from table.
+  bool quoted = false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '"') quoted = !quoted;
+    if (name[i] == '.' && !quoted) {
+      std::string schema = unquote(name.substr(0, i));
+      return {schema.empty() ? std::string(default_schema) : schema, unquote(name.substr(i + 1))};
+    }
+  }
+  return {std::string(default_schema), unquote(name)};
+}
+
+}  // namespace predrop::capture
