@@ -2,8 +2,11 @@
 // Knows nothing of sockets or SQL.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,6 +80,8 @@ struct Config {
   bool snapshots_enabled = true;   // PREDROP_SNAPSHOTS=off turns holds off
   std::string capture_conninfo;
   std::string store_conninfo;
+  std::string capture_conninfo_file;  // where capture_conninfo was read from, if anywhere
+  std::string store_conninfo_file;
   std::string store_table = "predrop.schema_snapshots";
   bool migrate_on_start = true;
   int hold_timeout_ms = 2000;
@@ -119,5 +124,45 @@ std::vector<std::string> known_keys();
 // For check-config and logs: the config with secrets masked.
 std::string describe(const Config& config);
 std::string mask_conninfo(std::string_view conninfo);
+
+// The names rules use for parser::DestroyKind, in its order (index = bit in Rule::kinds).
+inline constexpr int kKindCount = 8;
+std::string_view kind_name(int kind);              // "" when out of range
+std::optional<int> kind_from_name(std::string_view name);
+
+// Whether a key ("limits.max_clients") takes effect on SIGHUP or only at restart; nullopt if unknown.
+enum class ReloadBehaviour : uint8_t { sighup, restart };
+std::optional<ReloadBehaviour> reload_behaviour(std::string_view key);
+
+struct ReloadResult {
+  bool ok = false;                          // false: the running config was kept
+  std::vector<ConfigError> errors;
+  // Restart-only keys whose value in the file differs from the running one; the running value is
+  // kept until restart, so a SIGHUP never half-applies a listener or pool change.
+  std::vector<std::string> restart_required;
+};
+
+// The running config, swapped whole on reload; readers take a snapshot with current().
+class PolicyHolder {
+ public:
+  // Applied to every config loaded by reload(), e.g. command-line flags that outrank the file.
+  using Overrides = std::function<void(Config&)>;
+  explicit PolicyHolder(std::shared_ptr<const Config> initial, Overrides overrides = {});
+
+  std::shared_ptr<const Config> current() const;
+  // Loads path; on any error keeps the running config and returns the errors.
+  ReloadResult reload(const std::string& path);
+
+  uint64_t reloads_ok() const { return reloads_ok_.load(); }
+  uint64_t reloads_failed() const { return reloads_failed_.load(); }
+
+ private:
+  mutable std::mutex mutex_;
+  std::mutex reload_mutex_;                 // one reload at a time; readers are not blocked by file I/O
+  std::shared_ptr<const Config> current_;
+  Overrides overrides_;
+  std::atomic<uint64_t> reloads_ok_{0};
+  std::atomic<uint64_t> reloads_failed_{0};
+};
 
 }  // namespace predrop::policy

@@ -1,0 +1,39 @@
+// Checks that involve more than one key, or the file system: run after every source is applied.
+#include <fstream>
+
+#include "policy/load_context.hpp"
+
+namespace predrop::policy::detail {
+
+namespace {
+
+void check_readable(LoadContext& ctx, const std::string& key, const std::string& path) {
+  if (path.empty()) return;
+  std::ifstream in(path);
+  if (!in) ctx.error(ctx.origin_of(key), key + ": cannot read '" + path + "'");
+}
+
+}  // namespace
+
+void check_across_keys(LoadContext& ctx) {
+  const Config& c = ctx.config;
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    const std::string set = c.tls.cert_file.empty() ? "tls.key_file" : "tls.cert_file";
+    const std::string missing = c.tls.cert_file.empty() ? "tls.cert_file" : "tls.key_file";
+    ctx.error(ctx.origin_of(set), set + " is set but " + missing + " is not; TLS needs both");
+  }
+  // Checked here rather than at first handshake so check-config and a reload catch them.
+  check_readable(ctx, "tls.cert_file", c.tls.cert_file);
+  check_readable(ctx, "tls.key_file", c.tls.key_file);
+  check_readable(ctx, "upstream_tls.root_cert", c.upstream_tls.root_cert);
+
+  if (c.limits.max_inspect_bytes > c.limits.max_message_bytes) {
+    const std::string key =
+        ctx.origins.count("limits.max_inspect_bytes") ? "limits.max_inspect_bytes" : "limits.max_message_bytes";
+    ctx.error(ctx.origin_of(key), key + ": limits.max_inspect_bytes (" + std::to_string(c.limits.max_inspect_bytes) +
+                                      ") must not exceed limits.max_message_bytes (" +
+                                      std::to_string(c.limits.max_message_bytes) + ")");
+  }
+}
+
+}  // namespace predrop::policy::detail
