@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# TLS on both legs of predrop, configured with --config FILE (YAML):
+#   tls:          {cert_file, key_file}      client leg: predrop is the TLS server
+#   upstream_tls: {sslmode, root_cert}       upstream leg, libpq's sslmode semantics
+# A throwaway CA and a server certificate (CN=localhost, SAN DNS:localhost, IP:127.0.0.1) are made
+# here; the cluster's own self-signed certificate is $PG_SERVER_CERT.
+set -euo pipefail
+. "$(dirname "$0")/../support/test-lib.sh"
+tl_init tls
+: "${PG_SERVER_CERT:?PG_SERVER_CERT unset: certificate of the cluster (pg-cluster.sh env)}"
+pki=$TL_WORK/pki
+mkdir -p "$pki"
+(
+  cd "$pki"
+  openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=predrop test CA" \
+    -keyout ca.key -out ca.crt
+  openssl req -new -nodes -newkey rsa:2048 -subj "/CN=localhost" -keyout server.key -out server.csr
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >server.ext
+  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out server.crt
+  openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=some other CA" -keyout other-ca.key -out other-ca.crt
+  chmod 0600 server.key ca.key other-ca.key
+) >"$pki/openssl.log" 2>&1 || { cat "$pki/openssl.log"; tl_fail "openssl could not make the test PKI"; tl_finish; }
+
+config() {  # config NAME YAML-BODY -> path
+  printf '%s\n' "$2" >"$TL_WORK/$1.yaml"
+  echo "$TL_WORK/$1.yaml"
+}
+client_tls="tls:
+  cert_file: $pki/server.crt
+  key_file: $pki/server.key"
+cfg_client=$(config client "$client_tls")
+cfg_up_require=$(config up-require "upstream_tls:
+  sslmode: require")
+cfg_up_verify=$(config up-verify "upstream_tls:
+  sslmode: verify-full
+  root_cert: $PG_SERVER_CERT")
+cfg_up_wrongca=$(config up-wrongca "upstream_tls:
+  sslmode: verify-full
+  root_cert: $pki/ca.crt")
+cfg_both=$(config both "$client_tls
+upstream_tls:
+  sslmode: verify-ca
+  root_cert: $PG_SERVER_CERT")
+
+# q PORT CONNINFO-EXTRA SQL...: psql output incl. \conninfo's SSL line, errors folded into the output.
+q() {
+  local port=$1 extra=$2; shift 2
+  local args=() s
+  for s in "$@"; do args+=(-c "$s"); done
+  psql -X -At "host=$PGHOST port=$port dbname=postgres user=postgres $extra" "${args[@]}" 2>&1 || echo "exit status $?"
+}
+ssl_line() { grep -E '^SSL connection|exit status|error' || echo "no SSL line"; }
+server_ssl="SELECT 'server sees ssl=' || ssl || ' ' || version FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+bulk="SELECT md5(string_agg(repeat(md5(g::text), 20), '')), count(*) FROM generate_series(1, 20000) g"
+
+# ---- client leg -----------------------------------------------------------------------------------
+if tl_start_predrop --config "$cfg_client"; then
+  P=$PREDROP_PORT
+  # The certificate predrop presents is ours.
+  subject=$(openssl s_client -starttls postgres -connect "127.0.0.1:$P" -CAfile "$pki/ca.crt" -verify_hostname localhost \
+              </dev/null 2>/dev/null | grep -E '^(subject|issuer)=|Verify return code' || true)
+  echo "$subject" | sed 's/^/  s_client: /'
+  grep -q 'issuer=CN = predrop test CA' <<<"$subject" || tl_fail "predrop did not present the configured certificate"
+  grep -q 'Verify return code: 0 (ok)' <<<"$subject" || tl_fail "predrop's certificate did not verify against the test CA"
+
+  # Same client view direct and through predrop: sslmode=require, verify-full (by IP and by name).
+  {
+    q "$PGPORT" "sslmode=require" '\conninfo' | ssl_line
+    q "$PGPORT" "sslmode=verify-full sslrootcert=$PG_SERVER_CERT" '\conninfo' "$bulk" | grep -v '^You are'
+    q "$PGPORT" "host=localhost sslmode=verify-full sslrootcert=$PG_SERVER_CERT" "SELECT 'by name'"
+    q "$PGPORT" "sslmode=verify-full sslrootcert=$pki/other-ca.crt" "SELECT 'must not connect'" | sed -E 's/server at "[^"]*", //'
+    q "$PGPORT" "host=127.0.0.2 hostaddr=127.0.0.1 sslmode=verify-full sslrootcert=$PG_SERVER_CERT" "SELECT 'wrong name'" | sed -E 's/server at "[^"]*" \([^)]*\), //'
+    PGPASSWORD=scram-secret q "$PGPORT" "user=scram_user sslmode=require" "SELECT 'scram over tls ' || current_user"
+    PGPASSWORD=md5-secret q "$PGPORT" "user=md5_user sslmode=require" "SELECT 'md5 over tls ' || current_user"
+  } >"$TL_WORK/client-direct.out"
+  {
+    q "$P" "sslmode=require" '\conninfo' | ssl_line
+    q "$P" "sslmode=verify-full sslrootcert=$pki/ca.crt" '\conninfo' "$bulk" | grep -v '^You are'
+    q "$P" "host=localhost sslmode=verify-full sslrootcert=$pki/ca.crt" "SELECT 'by name'"
+    q "$P" "sslmode=verify-full sslrootcert=$pki/other-ca.crt" "SELECT 'must not connect'" | sed -E 's/server at "[^"]*", //'
+    q "$P" "host=127.0.0.2 hostaddr=127.0.0.1 sslmode=verify-full sslrootcert=$pki/ca.crt" "SELECT 'wrong name'" | sed -E 's/server at "[^"]*" \([^)]*\), //'
+    PGPASSWORD=scram-secret q "$P" "user=scram_user sslmode=require" "SELECT 'scram over tls ' || current_user"
+    PGPASSWORD=md5-secret q "$P" "user=md5_user sslmode=require" "SELECT 'md5 over tls ' || current_user"
+  } >"$TL_WORK/client-predrop.out"
+  tl_compare "client leg: sslmode=require/verify-full, bad CA, bad name, auth over TLS" \
+    "$TL_WORK/client-direct.out" "$TL_WORK/client-predrop.out"
+  # Without upstream_tls the upstream leg stays plain (the server says so).
+  tl_expect "client leg only: server side of the session is not TLS" "server sees ssl=false" \
+    "$(q "$P" "sslmode=require" "$server_ssl" | sed 's/ TLS.*//; s/ *$//')"
+  # sslmode=prefer and disable still work when TLS is offered.
+  tl_expect "client leg: sslmode=disable through a TLS-enabled predrop" "plain ok" "$(q "$P" "sslmode=disable" "SELECT 'plain ok'")"
+  tl_stop_predrop
+else
+  tl_fail "predrop did not start with a client TLS config"
+fi
+
+# ---- upstream leg ---------------------------------------------------------------------------------
+upstream_case() {  # upstream_case LABEL CONFIG
+  local label=$1 cfg=$2
+  if ! tl_start_predrop --config "$cfg"; then tl_fail "$label: predrop did not start"; return; fi
+  q "$PGPORT" "sslmode=require" "$server_ssl" "$bulk" >"$TL_WORK/up-direct.out"
+  q "$PREDROP_PORT" "sslmode=disable" "$server_ssl" "$bulk" >"$TL_WORK/up-predrop.out"
+  tl_compare "$label: server-side pg_stat_ssl and data (direct with sslmode=require)" "$TL_WORK/up-direct.out" "$TL_WORK/up-predrop.out"
+  grep -q 'server sees ssl=true' "$TL_WORK/up-predrop.out" || tl_fail "$label: the server did not see TLS on predrop's connection"
+  PGPASSWORD=scram-secret q "$PGPORT" "user=scram_user sslmode=require" "SELECT 'scram ' || current_user" "$server_ssl" | sed 's/ TLS.*//' >"$TL_WORK/up-scram-direct.out"
+  PGPASSWORD=scram-secret q "$PREDROP_PORT" "user=scram_user sslmode=disable" "SELECT 'scram ' || current_user" "$server_ssl" | sed 's/ TLS.*//' >"$TL_WORK/up-scram-predrop.out"
+  tl_compare "$label: SCRAM over the TLS upstream leg" "$TL_WORK/up-scram-direct.out" "$TL_WORK/up-scram-predrop.out"
+  tl_stop_predrop
+}
+upstream_case "upstream sslmode=require" "$cfg_up_require"
+upstream_case "upstream sslmode=verify-full (cluster cert as root)" "$cfg_up_verify"
+
+# verify-full against the wrong root: predrop must refuse the upstream, so the client gets no session.
+if tl_start_predrop --config "$cfg_up_wrongca"; then
+  out=$(q "$PREDROP_PORT" "sslmode=disable" "SELECT 'should not get here'")
+  if grep -q 'should not get here' <<<"$out"; then
+    tl_fail "upstream verify-full with the wrong CA still connected"
+  else
+    tl_ok "upstream verify-full with the wrong CA refused ($(head -n 1 <<<"$out" | cut -c1-160))"
+  fi
+  tl_predrop_alive || tl_fail "predrop died after refusing an upstream certificate"
+  tl_stop_predrop
+else
+  tl_fail "predrop did not start with upstream verify-full config"
+fi
+
+# ---- both legs ------------------------------------------------------------------------------------
+if tl_start_predrop --config "$cfg_both"; then
+  P=$PREDROP_PORT
+  q "$PGPORT" "sslmode=verify-full sslrootcert=$PG_SERVER_CERT" '\conninfo' "$server_ssl" "$bulk" | grep -v '^You are' >"$TL_WORK/both-direct.out"
+  q "$P" "sslmode=verify-full sslrootcert=$pki/ca.crt" '\conninfo' "$server_ssl" "$bulk" | grep -v '^You are' >"$TL_WORK/both-predrop.out"
+  tl_compare "both legs TLS: client view, server view, data" "$TL_WORK/both-direct.out" "$TL_WORK/both-predrop.out"
+  # The server offers SCRAM-SHA-256-PLUS on a TLS connection; libpq (channel_binding=prefer) would
+  # bind to predrop's certificate, not the server's. Logging in must still work, as directly.
+  for cb in prefer disable; do
+    PGPASSWORD=scram-secret q "$PGPORT" "user=scram_user sslmode=require channel_binding=$cb" "SELECT 'scram ' || current_user" >"$TL_WORK/cb-direct.out"
+    PGPASSWORD=scram-secret q "$P" "user=scram_user sslmode=require channel_binding=$cb" "SELECT 'scram ' || current_user" >"$TL_WORK/cb-predrop.out"
+    tl_compare "both legs TLS: SCRAM with channel_binding=$cb" "$TL_WORK/cb-direct.out" "$TL_WORK/cb-predrop.out"
+  done
+  tl_stop_predrop
+else
+  tl_fail "predrop did not start with TLS on both legs"
+fi
+
+# ---- no TLS configured ----------------------------------------------------------------------------
+tl_start_predrop
+tl_expect "no tls config: sslmode=require is refused by the client" \
+  "psql: error: connection to server at \"127.0.0.1\", port $PREDROP_PORT failed: server does not support SSL, but SSL was required" \
+  "$(q "$PREDROP_PORT" "sslmode=require" "SELECT 1" | head -n 1)"
+tl_expect "no tls config: sslmode=prefer falls back to plain" "prefer ok" "$(q "$PREDROP_PORT" "sslmode=prefer" "SELECT 'prefer ok'")"
+tl_predrop_alive || tl_fail "predrop died during the test"
+tl_finish

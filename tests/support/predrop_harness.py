@@ -1,0 +1,60 @@
+"""Python side of the test harness: start/stop predrop through start-predrop.sh / stop-predrop.sh.
+
+    from predrop_harness import Predrop
+    with Predrop(workdir, "--config", cfg) as p:
+        psycopg2.connect(host="127.0.0.1", port=p.port, ...)
+
+Works with any python3 (standard library only).
+"""
+import os
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class PredropStartError(RuntimeError):
+    pass
+
+
+class Predrop:
+    def __init__(self, workdir, *extra_args, env=None):
+        self.workdir = workdir
+        self.extra_args = list(extra_args)
+        self.env = env
+        self.port = None
+        self.pid = None
+        self.log = None
+
+    def start(self):
+        r = subprocess.run(
+            [os.path.join(HERE, "start-predrop.sh"), self.workdir, *self.extra_args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+        if r.returncode != 0:
+            raise PredropStartError(r.stderr)
+        kv = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        self.port = int(kv["PREDROP_PORT"])
+        self.pid = int(kv["PREDROP_PID"])
+        self.log = kv["PREDROP_LOG"]
+        return self
+
+    def stop(self, grace=10):
+        """SIGTERM, then SIGKILL after `grace` seconds. Returns True when it stopped on SIGTERM."""
+        if self.pid is None:
+            return True
+        r = subprocess.run([os.path.join(HERE, "stop-predrop.sh"), str(self.pid), str(grace)])
+        self.pid = None
+        return r.returncode == 0
+
+    def log_text(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except (OSError, TypeError):
+            return ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
