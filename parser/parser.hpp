@@ -50,6 +50,9 @@ struct SearchPathChange {
   // Schemas as the server would parse the value: "$user" and "pg_temp" kept as tokens,
   // quoted names exact, unquoted names folded. Empty with reset (back to the default).
   std::vector<std::string> schemas;
+  // The value is the session default, not `schemas`: always with reset, and with local for
+  // `SET LOCAL search_path TO DEFAULT` (set_config(..., NULL, true) likewise).
+  bool to_default = false;
 };
 
 enum class TxnControl : uint8_t { none, begin, commit, rollback, savepoint, release, rollback_to, prepare };
@@ -59,6 +62,7 @@ struct Statement {
   std::vector<Target> targets;                  // empty when it destroys nothing visible
   std::optional<SearchPathChange> search_path;  // SET/RESET search_path, set_config('search_path', …)
   TxnControl txn = TxnControl::none;
+  std::string savepoint;                        // savepoint / release / rollback_to: the savepoint name
   bool unresolved_risk = false;                 // DO, EXECUTE, CALL, a function that may DROP: cannot be seen
   bool temporary = false;                       // targets only temporary objects (ignored by design)
 };
@@ -107,7 +111,10 @@ class Classifier {
 Facts classify_uncached(std::string_view sql);
 
 // Splits a search_path value ("a, \"B\", $user") into schema tokens as the server does.
+// A malformed value (the server would reject it) gives an empty vector.
 std::vector<std::string> split_search_path(std::string_view value);
+// Same, but nullopt when the server would reject the value (unbalanced quote, empty element).
+std::optional<std::vector<std::string>> parse_search_path(std::string_view value);
 
 // The session's effective search_path, following the server's rules for SET, SET LOCAL,
 // RESET and transaction end. Pure logic: the proxy feeds it what it sees on the wire.
@@ -116,9 +123,18 @@ class SearchPathTracker {
   // The value at session start: role/database defaults or the startup packet's options.
   explicit SearchPathTracker(std::vector<std::string> initial = {"$user", "public"});
   // A statement that the server ran successfully (the proxy calls it on CommandComplete order).
+  // SET LOCAL outside a transaction block has no lasting effect (the server warns and drops it);
+  // a multi-statement simple Query runs as one implicit block, so pass true for it and call
+  // end_transaction() when it completes.
   void apply(const SearchPathChange& change, bool in_transaction_block);
   // Transaction ended: committed or rolled back (ReadyForQuery went back to 'I').
+  // PREPARE TRANSACTION counts as committed for settings (the server does the same).
   void end_transaction(bool committed);
+  // Subtransactions: ROLLBACK TO undoes SETs made after the savepoint, RELEASE keeps them.
+  // Unknown names are ignored (the server rejects the statement).
+  void savepoint(std::string_view name);
+  void release_savepoint(std::string_view name);
+  void rollback_to_savepoint(std::string_view name);
   // Schemas to search, in order, with "$user" replaced by user and pg_temp dropped
   // (temporary tables are out of scope); pg_catalog is not added.
   std::vector<std::string> effective(std::string_view user) const;
@@ -129,6 +145,12 @@ class SearchPathTracker {
   std::optional<std::vector<std::string>> txn_; // session-level SET inside the open transaction
   std::optional<std::vector<std::string>> local_;
   std::vector<std::string> initial_;
+  struct Savepoint {
+    std::string name;
+    std::optional<std::vector<std::string>> txn;
+    std::optional<std::vector<std::string>> local;
+  };
+  std::vector<Savepoint> savepoints_;
 };
 
 }  // namespace predrop::parser

@@ -1,0 +1,490 @@
+// classify_uncached(): libpg_query's JSON parse tree walked with nlohmann::json.
+// JSON rather than protobuf because pg_query_parse is 3-6x cheaper than parse_protobuf+unpack
+// (perf-anchors §4) and the walk only reads a handful of node types.
+//
+// Choices worth knowing (soundness against usefulness):
+// - Every DO block is unresolved risk, whatever its body says: a body can build its DROP with
+//   EXECUTE format(...), so scanning it for keywords would not be sound.
+// - CALL and EXECUTE (also under EXPLAIN / CREATE TABLE AS) are unresolved: the body is not in
+//   the text. A plain SELECT f() is not: treating every function call as a possible DROP would
+//   flag nearly all traffic, and functions doing DDL are the rare, deliberate case.
+// - A DROP of any other object type with CASCADE (TYPE, DOMAIN, FUNCTION, COLLATION, SERVER …)
+//   is unresolved: the cascade can drop columns or foreign tables that the text does not name.
+//   DROP EXTENSION is unresolved even without CASCADE (it drops the extension's own tables).
+// - set_config('search_path', …) is read wherever it appears in a statement that runs a query;
+//   when its name, value or is_local is not a literal, the statement is unresolved risk, since
+//   the path that later names resolve against is then unknown. UPDATE pg_settings likewise.
+// - Names qualified with pg_temp / pg_temp_N are temporary and dropped from the targets; a
+//   statement whose targets were all temporary is marked temporary.
+#include "parser/identifiers.hpp"
+#include "parser/parser.hpp"
+
+#include <pg_query.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace predrop::parser {
+namespace {
+
+using json = nlohmann::json;
+
+const json* child(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+std::string text(const json& obj, const char* key) {
+  const json* v = child(obj, key);
+  return v && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+bool flag(const json& obj, const char* key) {
+  const json* v = child(obj, key);
+  return v && v->is_boolean() && v->get<bool>();
+}
+
+// A Node is {"TypeName": {...}}: its single key names the type.
+std::pair<std::string_view, const json*> unwrap(const json& node) {
+  if (!node.is_object() || node.size() != 1) return {{}, nullptr};
+  auto it = node.begin();
+  return {std::string_view(it.key()), &it.value()};
+}
+
+const json& items_of(const json& obj, const char* key) {
+  static const json empty = json::array();
+  const json* v = child(obj, key);
+  return v && v->is_array() ? *v : empty;
+}
+
+bool is_temp_schema(std::string_view schema) {
+  if (schema == "pg_temp") return true;
+  if (schema.substr(0, 8) != "pg_temp_" || schema.size() == 8) return false;
+  for (char c : schema.substr(8))
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// A name list [catalog.]schema.name of String nodes; the catalog part is ignored.
+RelationName name_from_list(const json& list) {
+  std::vector<std::string> parts;
+  for (const json& item : list) {
+    auto [type, body] = unwrap(item);
+    if (type == "String") parts.push_back(text(*body, "sval"));
+  }
+  RelationName out;
+  if (!parts.empty()) out.name = parts.back();
+  if (parts.size() >= 2) out.schema = parts[parts.size() - 2];
+  return out;
+}
+
+RelationName name_from_rangevar(const json& rv) {
+  return RelationName{text(rv, "schemaname"), text(rv, "relname")};
+}
+
+// Literal constant of an A_Const node, as the server would flatten it into a GUC value.
+struct Literal {
+  enum class Kind { none, string, number, boolean, null } kind = Kind::none;
+  std::string value;
+  bool boolean = false;
+};
+
+Literal literal_of(const json& node) {
+  Literal lit;
+  auto [type, body] = unwrap(node);
+  if (type == "TypeCast") {  // 'x'::text, 'true'::bool: the cast does not hide the constant
+    if (const json* arg = child(*body, "arg")) return literal_of(*arg);
+    return lit;
+  }
+  if (type != "A_Const") return lit;
+  if (flag(*body, "isnull")) {
+    lit.kind = Literal::Kind::null;
+  } else if (const json* s = child(*body, "sval")) {
+    lit.kind = Literal::Kind::string;
+    lit.value = text(*s, "sval");
+  } else if (const json* i = child(*body, "ival")) {
+    lit.kind = Literal::Kind::number;
+    const json* v = child(*i, "ival");  // 0 is omitted by the JSON output
+    lit.value = v && v->is_number_integer() ? std::to_string(v->get<long long>()) : "0";
+  } else if (const json* f = child(*body, "fval")) {
+    lit.kind = Literal::Kind::number;
+    lit.value = text(*f, "fval");
+  } else if (const json* b = child(*body, "boolval")) {
+    lit.kind = Literal::Kind::boolean;
+    lit.boolean = flag(*b, "boolval");  // false is omitted
+  }
+  return lit;
+}
+
+// parse_bool() of the server for an unknown-typed literal used as boolean.
+std::optional<bool> literal_bool(const Literal& lit) {
+  if (lit.kind == Literal::Kind::boolean) return lit.boolean;
+  if (lit.kind == Literal::Kind::null) return false;  // set_config treats NULL is_local as false
+  if (lit.kind == Literal::Kind::number) {
+    if (lit.value == "1") return true;
+    if (lit.value == "0") return false;
+    return std::nullopt;
+  }
+  if (lit.kind != Literal::Kind::string) return std::nullopt;
+  std::string v;
+  for (char c : lit.value)
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') v.push_back(c);
+  for (const char* t : {"t", "tr", "tru", "true", "y", "ye", "yes", "on", "1"})
+    if (iequals(v, t)) return true;
+  for (const char* f : {"f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0"})
+    if (iequals(v, f)) return false;
+  return std::nullopt;
+}
+
+Target make_target(DestroyKind kind, RelationName relation) {
+  Target t;
+  t.kind = kind;
+  t.relation = std::move(relation);
+  return t;
+}
+
+class StatementWalker {
+ public:
+  explicit StatementWalker(Statement& out) : out_(out) {}
+
+  void walk(const json& stmt_node) {
+    auto [type, body] = unwrap(stmt_node);
+    if (!body) return;
+    if (type == "DropStmt") drop(*body);
+    else if (type == "DropOwnedStmt") drop_owned(*body);
+    else if (type == "TruncateStmt") truncate(*body);
+    else if (type == "AlterTableStmt") alter_table(*body);
+    else if (type == "RenameStmt") rename(*body);
+    else if (type == "AlterObjectSchemaStmt") set_schema(*body);
+    else if (type == "VariableSetStmt") variable_set(*body);
+    else if (type == "DiscardStmt") discard(*body);
+    else if (type == "TransactionStmt") transaction(*body);
+    else if (type == "DoStmt" || type == "CallStmt" || type == "ExecuteStmt") out_.unresolved_risk = true;
+    else if (type == "ExplainStmt" || type == "CreateTableAsStmt") wrapped_query(*body);
+    else if (type == "SelectStmt" || type == "InsertStmt" || type == "UpdateStmt" ||
+             type == "DeleteStmt" || type == "MergeStmt" || type == "CopyStmt" ||
+             type == "DeclareCursorStmt")
+      runs_query(type, *body);
+    finish_temporary();
+  }
+
+ private:
+  Target& add(DestroyKind kind, RelationName relation) {
+    if (!relation.schema.empty() && is_temp_schema(relation.schema)) {
+      ++temporary_;
+      scratch_ = make_target(kind, std::move(relation));
+      return scratch_;  // filled in by the caller, then forgotten
+    }
+    out_.targets.push_back(make_target(kind, std::move(relation)));
+    return out_.targets.back();
+  }
+
+  void finish_temporary() {
+    if (temporary_ > 0 && out_.targets.empty()) out_.temporary = true;
+  }
+
+  void drop(const json& s) {
+    const std::string remove = text(s, "removeType");
+    const bool cascade = text(s, "behavior") == "DROP_CASCADE";
+    const bool if_exists = flag(s, "missing_ok");
+    std::optional<DestroyKind> kind;
+    if (remove == "OBJECT_TABLE") kind = DestroyKind::drop_table;
+    else if (remove == "OBJECT_MATVIEW") kind = DestroyKind::drop_matview;
+    else if (remove == "OBJECT_VIEW") kind = DestroyKind::drop_view;
+    else if (remove == "OBJECT_FOREIGN_TABLE") kind = DestroyKind::drop_foreign_table;
+    else if (remove == "OBJECT_SCHEMA") kind = DestroyKind::drop_schema;
+
+    if (!kind) {
+      static constexpr std::string_view kCascadeHarmless[] = {
+          "OBJECT_INDEX", "OBJECT_TRIGGER", "OBJECT_POLICY", "OBJECT_RULE", "OBJECT_STATISTIC_EXT",
+          "OBJECT_PUBLICATION", "OBJECT_EVENT_TRIGGER", "OBJECT_SEQUENCE"};
+      bool harmless = false;
+      for (auto h : kCascadeHarmless) harmless = harmless || remove == h;
+      if ((cascade && !harmless) || remove == "OBJECT_EXTENSION") out_.unresolved_risk = true;
+      return;
+    }
+    for (const json& object : items_of(s, "objects")) {
+      auto [type, body] = unwrap(object);
+      RelationName name;
+      if (type == "List") name = name_from_list(items_of(*body, "items"));
+      else if (type == "String") name.name = text(*body, "sval");  // DROP SCHEMA s
+      else continue;
+      if (*kind == DestroyKind::drop_schema && is_temp_schema(name.name)) {
+        ++temporary_;
+        continue;
+      }
+      Target& t = add(*kind, std::move(name));
+      t.if_exists = if_exists;
+      t.cascade = cascade;
+    }
+  }
+
+  void drop_owned(const json& s) {
+    Target t = make_target(DestroyKind::drop_owned, {});
+    t.cascade = text(s, "behavior") == "DROP_CASCADE";
+    for (const json& role : items_of(s, "roles")) {
+      auto [type, body] = unwrap(role);
+      if (type != "RoleSpec") continue;
+      const std::string kind = text(*body, "roletype");
+      if (kind == "ROLESPEC_CSTRING") t.roles.push_back(text(*body, "rolename"));
+      else if (kind == "ROLESPEC_CURRENT_USER") t.roles.push_back("CURRENT_USER");
+      else if (kind == "ROLESPEC_SESSION_USER") t.roles.push_back("SESSION_USER");
+      else if (kind == "ROLESPEC_CURRENT_ROLE") t.roles.push_back("CURRENT_ROLE");
+      else if (kind == "ROLESPEC_PUBLIC") t.roles.push_back("PUBLIC");
+    }
+    out_.targets.push_back(std::move(t));
+  }
+
+  void truncate(const json& s) {
+    const bool cascade = text(s, "behavior") == "DROP_CASCADE";
+    for (const json& rel : items_of(s, "relations")) {
+      auto [type, body] = unwrap(rel);
+      if (type != "RangeVar") continue;
+      add(DestroyKind::truncate, name_from_rangevar(*body)).cascade = cascade;
+    }
+  }
+
+  static bool relation_like(std::string_view objtype) {
+    return objtype == "OBJECT_TABLE" || objtype == "OBJECT_FOREIGN_TABLE" ||
+           objtype == "OBJECT_MATVIEW" || objtype == "OBJECT_VIEW";
+  }
+
+  // ALTER TABLE / FOREIGN TABLE / MATERIALIZED VIEW / VIEW: one target per statement, the
+  // destructive subcommands joined ("DROP COLUMN a, ALTER COLUMN b TYPE"). ADD COLUMN and the
+  // like leave the old shape derivable and are not reported.
+  void alter_table(const json& s) {
+    const std::string objtype = text(s, "objtype");
+    std::string actions;
+    bool cascade = false;
+    for (const json& cmd : items_of(s, "cmds")) {
+      auto [type, body] = unwrap(cmd);
+      if (type != "AlterTableCmd") continue;
+      const std::string subtype = text(*body, "subtype");
+      std::string action;
+      if (subtype == "AT_DropColumn") action = "DROP COLUMN " + text(*body, "name");
+      else if (subtype == "AT_AlterColumnType") action = "ALTER COLUMN " + text(*body, "name") + " TYPE";
+      else continue;
+      cascade = cascade || text(*body, "behavior") == "DROP_CASCADE";
+      if (!actions.empty()) actions += ", ";
+      actions += action;
+    }
+    if (actions.empty()) return;
+    if (objtype == "OBJECT_TYPE") {  // ALTER TYPE … DROP ATTRIBUTE: typed tables change with it
+      out_.unresolved_risk = true;
+      return;
+    }
+    if (!relation_like(objtype)) return;
+    const json* rel = child(s, "relation");
+    if (!rel) return;
+    Target& t = add(DestroyKind::alter_table, name_from_rangevar(*rel));
+    t.if_exists = flag(s, "missing_ok");
+    t.cascade = cascade;
+    t.action = std::move(actions);
+  }
+
+  void rename(const json& s) {
+    const std::string rename_type = text(s, "renameType");
+    const json* rel = child(s, "relation");
+    if (!rel) return;
+    std::string action;
+    if (rename_type == "OBJECT_COLUMN" && relation_like(text(s, "relationType")))
+      action = "RENAME COLUMN " + text(s, "subname") + " TO " + text(s, "newname");
+    else if (relation_like(rename_type))
+      action = "RENAME TO " + text(s, "newname");
+    else
+      return;
+    Target& t = add(DestroyKind::alter_table, name_from_rangevar(*rel));
+    t.if_exists = flag(s, "missing_ok");
+    t.action = std::move(action);
+  }
+
+  // ALTER TABLE t SET SCHEMA s: the qualified name the snapshot was keyed by goes away.
+  void set_schema(const json& s) {
+    if (!relation_like(text(s, "objectType"))) return;
+    const json* rel = child(s, "relation");
+    if (!rel) return;
+    Target& t = add(DestroyKind::alter_table, name_from_rangevar(*rel));
+    t.if_exists = flag(s, "missing_ok");
+    t.action = "SET SCHEMA " + text(s, "newschema");
+  }
+
+  void variable_set(const json& s) {
+    const std::string kind = text(s, "kind");
+    if (kind == "VAR_RESET_ALL") {
+      out_.search_path = SearchPathChange{SearchPathChange::Scope::reset, {}, true};
+      return;
+    }
+    if (!iequals(text(s, "name"), "search_path")) return;
+    const bool local = flag(s, "is_local");
+    const auto scope = local ? SearchPathChange::Scope::local : SearchPathChange::Scope::session;
+    if (kind == "VAR_RESET" || (kind == "VAR_SET_DEFAULT" && !local)) {
+      out_.search_path = SearchPathChange{SearchPathChange::Scope::reset, {}, true};
+    } else if (kind == "VAR_SET_DEFAULT") {
+      out_.search_path = SearchPathChange{scope, {}, true};
+    } else if (kind == "VAR_SET_VALUE") {
+      // Each argument is one schema: the server quotes every element before splitting the
+      // flattened value again, so 'a, b' names a single schema "a, b".
+      SearchPathChange change{scope, {}, false};
+      for (const json& arg : items_of(s, "args")) {
+        Literal lit = literal_of(arg);
+        if (lit.kind != Literal::Kind::string && lit.kind != Literal::Kind::number) {
+          out_.unresolved_risk = true;
+          return;
+        }
+        change.schemas.push_back(truncate_identifier(std::move(lit.value)));
+      }
+      out_.search_path = std::move(change);
+    }
+    // VAR_SET_CURRENT (FROM CURRENT) keeps the value; VAR_SET_MULTI is SET TRANSACTION etc.
+  }
+
+  void discard(const json& s) {
+    if (text(s, "target") == "DISCARD_ALL")
+      out_.search_path = SearchPathChange{SearchPathChange::Scope::reset, {}, true};
+  }
+
+  void transaction(const json& s) {
+    const std::string kind = text(s, "kind");
+    if (kind == "TRANS_STMT_BEGIN" || kind == "TRANS_STMT_START") out_.txn = TxnControl::begin;
+    else if (kind == "TRANS_STMT_COMMIT") out_.txn = TxnControl::commit;
+    else if (kind == "TRANS_STMT_ROLLBACK") out_.txn = TxnControl::rollback;
+    else if (kind == "TRANS_STMT_SAVEPOINT") out_.txn = TxnControl::savepoint;
+    else if (kind == "TRANS_STMT_RELEASE") out_.txn = TxnControl::release;
+    else if (kind == "TRANS_STMT_ROLLBACK_TO") out_.txn = TxnControl::rollback_to;
+    else if (kind == "TRANS_STMT_PREPARE") out_.txn = TxnControl::prepare;
+    // COMMIT/ROLLBACK PREPARED act on another, already detached transaction.
+    out_.savepoint = text(s, "savepoint_name");
+  }
+
+  void wrapped_query(const json& s) {
+    const json* query = child(s, "query");
+    if (!query) return;
+    auto [type, body] = unwrap(*query);
+    if (type == "ExecuteStmt") {
+      out_.unresolved_risk = true;
+      return;
+    }
+    if (body) runs_query(type, *body);
+  }
+
+  void runs_query(std::string_view type, const json& s) {
+    if (type == "UpdateStmt") {
+      if (const json* rel = child(s, "relation"); rel && text(*rel, "relname") == "pg_settings") {
+        const std::string schema = text(*rel, "schemaname");
+        if (schema.empty() || schema == "pg_catalog") out_.unresolved_risk = true;
+      }
+    }
+    find_set_config(s);
+  }
+
+  // Looks for set_config(...) anywhere below. Several calls setting different paths in one
+  // statement leave the outcome to evaluation order: unresolved.
+  void find_set_config(const json& node) {
+    if (node.is_array()) {
+      for (const json& item : node) find_set_config(item);
+      return;
+    }
+    if (!node.is_object()) return;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (it.key() == "FuncCall") set_config_call(it.value());
+      find_set_config(it.value());
+    }
+  }
+
+  void set_config_call(const json& call) {
+    const json& name = items_of(call, "funcname");
+    if (name.empty()) return;
+    auto [type, body] = unwrap(name.back());
+    if (type != "String" || text(*body, "sval") != "set_config") return;
+    const json& args = items_of(call, "args");
+    if (args.size() != 3) return;  // no such function; the server rejects it
+    const Literal guc = literal_of(args[0]);
+    if (guc.kind != Literal::Kind::string) {
+      out_.unresolved_risk = true;  // which setting is unknown
+      return;
+    }
+    if (!iequals(guc.value, "search_path")) return;
+    const Literal value = literal_of(args[1]);
+    const std::optional<bool> local = literal_bool(literal_of(args[2]));
+    if (!local || (value.kind != Literal::Kind::string && value.kind != Literal::Kind::null)) {
+      out_.unresolved_risk = true;
+      return;
+    }
+    const auto scope = *local ? SearchPathChange::Scope::local : SearchPathChange::Scope::session;
+    if (value.kind == Literal::Kind::null) {  // a NULL value resets to the default
+      record(SearchPathChange{*local ? scope : SearchPathChange::Scope::reset, {}, true});
+      return;
+    }
+    auto schemas = parse_search_path(value.value);
+    if (!schemas) return;  // the server rejects the value: no change
+    record(SearchPathChange{scope, std::move(*schemas), false});
+  }
+
+  void record(SearchPathChange change) {
+    if (out_.search_path && seen_set_config_ &&
+        (out_.search_path->scope != change.scope || out_.search_path->schemas != change.schemas ||
+         out_.search_path->to_default != change.to_default))
+      out_.unresolved_risk = true;
+    seen_set_config_ = true;
+    out_.search_path = std::move(change);
+  }
+
+  Statement& out_;
+  Target scratch_ = make_target(DestroyKind::drop_table, {});
+  int temporary_ = 0;
+  bool seen_set_config_ = false;
+};
+
+void compute_fingerprint(const std::string& sql, Facts& facts) {
+  PgQueryFingerprintResult fp = pg_query_fingerprint(sql.c_str());
+  if (!fp.error && fp.fingerprint_str) facts.fingerprint = fp.fingerprint_str;
+  pg_query_free_fingerprint_result(fp);
+}
+
+}  // namespace
+
+Facts classify_uncached(std::string_view sql_view) {
+  Facts facts;
+  const std::string sql(sql_view);  // libpg_query wants a NUL-terminated string
+  PgQueryParseResult parsed = pg_query_parse(sql.c_str());
+  if (parsed.error) {
+    facts.parse_error = true;
+    facts.error_message = parsed.error->message ? parsed.error->message : "parse error";
+    pg_query_free_parse_result(parsed);
+    return facts;
+  }
+  json tree = json::parse(parsed.parse_tree ? parsed.parse_tree : "{}", nullptr, false);
+  pg_query_free_parse_result(parsed);
+  if (tree.is_discarded()) {  // cannot happen with a sane libpg_query; fail soundly
+    facts.parse_error = true;
+    facts.error_message = "libpg_query produced unreadable JSON";
+    return facts;
+  }
+  for (const json& raw : items_of(tree, "stmts")) {
+    Statement st;
+    if (const json* node = child(raw, "stmt")) StatementWalker(st).walk(*node);
+    facts.statements.push_back(std::move(st));
+  }
+
+  PgQueryNormalizeResult norm = pg_query_normalize(sql.c_str());
+  if (!norm.error && norm.normalized_query) facts.normalized = norm.normalized_query;
+  pg_query_free_normalize_result(norm);
+
+  if (facts.destroys() || facts.unresolved()) compute_fingerprint(sql, facts);
+  return facts;
+}
+
+}  // namespace predrop::parser

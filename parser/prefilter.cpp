@@ -1,0 +1,103 @@
+// may_matter(): the hot-path prefilter. Every statement the proxy relays goes through it, so it
+// is one pass over the bytes with no allocation; only texts that pass are parsed.
+//
+// Soundness argument. The classifier reports something only for statements that the server
+// lexes from one of these keywords (case-insensitive, ASCII letters only — the lexer never
+// produces a keyword from anything else):
+//   drop, alter, truncate   destructive DDL (DROP …, ALTER TABLE/VIEW …, TRUNCATE)
+//   discard                 DISCARD ALL resets search_path
+//   execute, call, do       unresolved risk (EXECUTE may also appear as EXPLAIN/CREATE TABLE AS EXECUTE)
+//   search_path, schema     SET/RESET search_path, SET SCHEMA 'x' (an alias of search_path)
+//   reset                   RESET ALL
+//   set_config              set_config('search_path', …), also with $n parameters
+//   pg_settings             UPDATE pg_settings SET setting = … (a rule that calls set_config)
+//   u&                      a Unicode-escaped identifier (U&"search\005fpath") could spell any
+//                           GUC name without the ASCII letters; it is rare, so any U& passes.
+// Plain substring matching over the whole text is sound: a keyword inside a string, a comment or
+// a longer identifier only costs a needless parse. Transaction statements alone (BEGIN, COMMIT,
+// SAVEPOINT …) are deliberately not keywords: they matter only with a search_path change, which
+// the proxy also learns from CommandComplete tags; when they share a message with one of the
+// keywords above they are parsed and reported as usual.
+//
+// "do" is a substring of many words (double, done, index_do…), so it alone is matched as a whole
+// word: a DO statement begins with the DO token, which the lexer ends at the first byte that
+// cannot continue an identifier ([A-Za-z0-9_$] or any byte >= 0x80; "DO$$" is one identifier
+// and a syntax error), and which is preceded by the start of text, whitespace, ';' or the end of
+// a comment — never by an identifier byte.
+#include "parser/parser.hpp"
+
+#include <cstddef>
+
+namespace predrop::parser {
+namespace {
+
+inline bool is_ident_byte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '$' || c >= 0x80;
+}
+
+// pattern is lower case; letters compare case-insensitively, other bytes exactly.
+template <size_t N>
+inline bool matches_at(const unsigned char* p, size_t remaining, const char (&pattern)[N]) {
+  constexpr size_t len = N - 1;
+  if (remaining < len) return false;
+  for (size_t k = 1; k < len; ++k) {  // k = 0 was checked by the caller's switch
+    const unsigned char want = static_cast<unsigned char>(pattern[k]);
+    unsigned char c = p[k];
+    if (want >= 'a' && want <= 'z') c |= 0x20;
+    if (c != want) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool may_matter(std::string_view sql) {
+  const auto* p = reinterpret_cast<const unsigned char*>(sql.data());
+  const size_t n = sql.size();
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char* at = p + i;
+    const size_t rest = n - i;
+    // |0x20 maps 'A'..'Z' onto 'a'..'z'; the only other byte reaching a letter's value is that
+    // letter itself, so the switch sees exactly the case-insensitive first letters.
+    switch (*at | 0x20) {
+      case 'd':
+        if (matches_at(at, rest, "drop") || matches_at(at, rest, "discard")) return true;
+        if (matches_at(at, rest, "do") && (i == 0 || !is_ident_byte(p[i - 1])) &&
+            (rest == 2 || !is_ident_byte(at[2])))
+          return true;
+        break;
+      case 'a':
+        if (matches_at(at, rest, "alter")) return true;
+        break;
+      case 't':
+        if (matches_at(at, rest, "truncate")) return true;
+        break;
+      case 'e':
+        if (matches_at(at, rest, "execute")) return true;
+        break;
+      case 'c':
+        if (matches_at(at, rest, "call")) return true;
+        break;
+      case 's':
+        if (matches_at(at, rest, "search_path") || matches_at(at, rest, "schema") ||
+            matches_at(at, rest, "set_config"))
+          return true;
+        break;
+      case 'r':
+        if (matches_at(at, rest, "reset")) return true;
+        break;
+      case 'p':
+        if (matches_at(at, rest, "pg_settings")) return true;
+        break;
+      case 'u':
+        if (matches_at(at, rest, "u&")) return true;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
+}  // namespace predrop::parser

@@ -1,0 +1,135 @@
+// search_path values and the session's effective path. Pure logic mirroring the server:
+// SplitIdentifierString() for values, and the GUC stack rules of guc.c for SET / SET LOCAL /
+// RESET across transactions and subtransactions.
+#include "parser/parser.hpp"
+#include "parser/identifiers.hpp"
+
+#include <algorithm>
+
+namespace predrop::parser {
+namespace {
+
+// scanner_isspace(): the only bytes the server treats as whitespace here.
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
+
+}  // namespace
+
+std::optional<std::vector<std::string>> parse_search_path(std::string_view value) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  const size_t n = value.size();
+  while (i < n && is_space(value[i])) ++i;
+  if (i == n) return out;  // an empty value is allowed: an empty path
+  for (;;) {
+    std::string name;
+    if (value[i] == '"') {
+      // Quoted: "" stands for one quote, no case folding, must be closed.
+      ++i;
+      for (;;) {
+        if (i >= n) return std::nullopt;
+        if (value[i] == '"') {
+          if (i + 1 < n && value[i + 1] == '"') {
+            name.push_back('"');
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        name.push_back(value[i++]);
+      }
+    } else {
+      // Unquoted: runs to the separator or whitespace, folded like an identifier.
+      const size_t start = i;
+      while (i < n && value[i] != ',' && !is_space(value[i])) ++i;
+      if (i == start) return std::nullopt;  // empty unquoted element
+      name = fold_identifier(value.substr(start, i - start));
+    }
+    while (i < n && is_space(value[i])) ++i;
+    out.push_back(truncate_identifier(std::move(name)));
+    if (i == n) return out;
+    if (value[i] != ',') return std::nullopt;  // junk after a name
+    ++i;
+    while (i < n && is_space(value[i])) ++i;
+    if (i == n) return std::nullopt;  // trailing separator: empty element
+  }
+}
+
+std::vector<std::string> split_search_path(std::string_view value) {
+  auto parsed = parse_search_path(value);
+  return parsed ? std::move(*parsed) : std::vector<std::string>{};
+}
+
+SearchPathTracker::SearchPathTracker(std::vector<std::string> initial)
+    : session_(initial), initial_(std::move(initial)) {}
+
+// guc.c semantics in short: a session-level SET (or RESET) inside a transaction block is undone
+// by ROLLBACK and kept by COMMIT, and it overrides an earlier SET LOCAL of the same transaction;
+// SET LOCAL lasts until the transaction ends, whatever the outcome.
+void SearchPathTracker::apply(const SearchPathChange& change, bool in_transaction_block) {
+  const bool to_default = change.to_default || change.scope == SearchPathChange::Scope::reset;
+  std::vector<std::string> value = to_default ? initial_ : change.schemas;
+  if (change.scope == SearchPathChange::Scope::local) {
+    if (in_transaction_block) local_ = std::move(value);
+    return;  // outside a block the server warns and the setting dies with the implicit transaction
+  }
+  if (in_transaction_block) {
+    txn_ = std::move(value);
+    local_.reset();
+  } else {
+    session_ = std::move(value);
+    txn_.reset();
+    local_.reset();
+    savepoints_.clear();
+  }
+}
+
+void SearchPathTracker::end_transaction(bool committed) {
+  if (committed && txn_) session_ = std::move(*txn_);
+  txn_.reset();
+  local_.reset();
+  savepoints_.clear();
+}
+
+void SearchPathTracker::savepoint(std::string_view name) {
+  savepoints_.push_back(Savepoint{std::string(name), txn_, local_});
+}
+
+// Savepoint names may repeat; the server picks the most recent one.
+void SearchPathTracker::release_savepoint(std::string_view name) {
+  auto it = std::find_if(savepoints_.rbegin(), savepoints_.rend(),
+                         [&](const Savepoint& s) { return s.name == name; });
+  if (it == savepoints_.rend()) return;
+  savepoints_.erase(std::next(it).base(), savepoints_.end());  // values stay as they are
+}
+
+void SearchPathTracker::rollback_to_savepoint(std::string_view name) {
+  auto it = std::find_if(savepoints_.rbegin(), savepoints_.rend(),
+                         [&](const Savepoint& s) { return s.name == name; });
+  if (it == savepoints_.rend()) return;
+  txn_ = it->txn;
+  local_ = it->local;
+  savepoints_.erase(it.base(), savepoints_.end());  // the savepoint itself survives ROLLBACK TO
+}
+
+const std::vector<std::string>& SearchPathTracker::current() const {
+  if (local_) return *local_;
+  if (txn_) return *txn_;
+  return session_;
+}
+
+std::vector<std::string> SearchPathTracker::effective(std::string_view user) const {
+  std::vector<std::string> out;
+  for (const auto& schema : current()) {
+    if (schema == "pg_temp") continue;  // temporary tables are out of scope
+    std::string name = schema == "$user" ? std::string(user) : schema;
+    // "$user": whether a schema of that name exists is the caller's question.
+    if (name.empty() && schema == "$user") continue;
+    // The server skips a schema already in the list.
+    if (std::find(out.begin(), out.end(), name) != out.end()) continue;
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+}  // namespace predrop::parser

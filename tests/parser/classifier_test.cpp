@@ -1,0 +1,153 @@
+// Classifier: cache behaviour, stats, thread safety, kind names, Facts helpers.
+#include "parser/parser.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+namespace predrop::parser {
+namespace {
+
+TEST(DestroyKindNames, RoundTripAndExactSpelling) {
+  const char* names[] = {"drop_table", "drop_schema", "drop_owned", "alter_table",
+                         "truncate", "drop_matview", "drop_view", "drop_foreign_table"};
+  ASSERT_EQ(std::size(names), static_cast<size_t>(kDestroyKindCount));
+  for (int i = 0; i < kDestroyKindCount; ++i) {
+    const auto kind = static_cast<DestroyKind>(i);
+    EXPECT_EQ(to_string(kind), names[i]);
+    EXPECT_EQ(destroy_kind_from_string(names[i]), kind);
+  }
+  EXPECT_EQ(destroy_kind_from_string("DROP_TABLE"), std::nullopt);
+  EXPECT_EQ(destroy_kind_from_string("drop"), std::nullopt);
+  EXPECT_EQ(destroy_kind_from_string(""), std::nullopt);
+}
+
+TEST(Classifier, PrefilteredTextReturnsNullAndIsCounted) {
+  Classifier c;
+  EXPECT_EQ(c.classify("SELECT abalance FROM pgbench_accounts WHERE aid = $1;"), nullptr);
+  EXPECT_EQ(c.classify("COMMIT"), nullptr);
+  const auto s = c.stats();
+  EXPECT_EQ(s.prefiltered, 2u);
+  EXPECT_EQ(s.parsed, 0u);
+  EXPECT_EQ(s.cache_hit, 0u);
+}
+
+TEST(Classifier, SecondLookupIsACacheHitSharingTheSameFacts) {
+  Classifier c;
+  auto first = c.classify("DROP TABLE a");
+  auto second = c.classify("DROP TABLE a");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first.get(), second.get());
+  EXPECT_TRUE(first->destroys());
+  auto s = c.stats();
+  EXPECT_EQ(s.parsed, 1u);
+  EXPECT_EQ(s.cache_hit, 1u);
+  // The key is the exact text: different spacing or case is another entry.
+  auto other = c.classify("DROP TABLE  a");
+  EXPECT_NE(other.get(), first.get());
+  EXPECT_EQ(c.stats().parsed, 2u);
+}
+
+TEST(Classifier, LeastRecentlyUsedEntryIsEvicted) {
+  Classifier c(2);
+  auto a = c.classify("DROP TABLE a");
+  auto b = c.classify("DROP TABLE b");
+  EXPECT_EQ(c.classify("DROP TABLE a").get(), a.get());  // a is now most recent
+  c.classify("DROP TABLE c");                             // evicts b
+  EXPECT_EQ(c.stats().parsed, 3u);
+  EXPECT_EQ(c.classify("DROP TABLE a").get(), a.get());
+  EXPECT_EQ(c.stats().parsed, 3u);
+  EXPECT_NE(c.classify("DROP TABLE b").get(), b.get());  // parsed again
+  EXPECT_EQ(c.stats().parsed, 4u);
+}
+
+TEST(Classifier, ZeroCapacityNeverCaches) {
+  Classifier c(0);
+  c.classify("DROP TABLE a");
+  c.classify("DROP TABLE a");
+  EXPECT_EQ(c.stats().parsed, 2u);
+  EXPECT_EQ(c.stats().cache_hit, 0u);
+}
+
+TEST(Classifier, ParseErrorsAreCountedAndCached) {
+  Classifier c;
+  auto f = c.classify("DROP TABLE");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->parse_error);
+  EXPECT_FALSE(f->error_message.empty());
+  EXPECT_TRUE(f->statements.empty());
+  c.classify("DROP TABLE");
+  const auto s = c.stats();
+  EXPECT_EQ(s.parse_error, 1u);
+  EXPECT_EQ(s.cache_hit, 1u);
+}
+
+TEST(Classifier, ConcurrentClassifyIsConsistent) {
+  Classifier c(16);  // smaller than the working set: evictions race with lookups
+  const std::vector<std::string> texts = [] {
+    std::vector<std::string> v;
+    for (int i = 0; i < 40; ++i) v.push_back("DROP TABLE t" + std::to_string(i));
+    v.push_back("DROP TABL broken");
+    v.push_back("SELECT 1");
+    return v;
+  }();
+  std::atomic<int> failures{0};
+  auto worker = [&](int seed) {
+    for (int i = 0; i < 2000; ++i) {
+      const std::string& sql = texts[(i * 7 + seed) % texts.size()];
+      auto f = c.classify(sql);
+      if (sql == "SELECT 1") {
+        if (f) ++failures;
+      } else if (!f) {
+        ++failures;
+      } else if (sql.rfind("DROP TABLE t", 0) == 0) {
+        if (f->statements.size() != 1 || f->statements[0].targets.size() != 1 ||
+            "DROP TABLE " + f->statements[0].targets[0].relation.name != sql)
+          ++failures;
+      } else if (!f->parse_error) {
+        ++failures;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const auto s = c.stats();
+  EXPECT_EQ(s.prefiltered + s.parsed + s.cache_hit, 4u * 2000u);
+}
+
+TEST(Facts, HelpersReflectStatements) {
+  Facts f = classify_uncached("SET search_path TO a; SELECT 1; CALL p()");
+  ASSERT_FALSE(f.parse_error);
+  EXPECT_EQ(f.statements.size(), 3u);
+  EXPECT_FALSE(f.destroys());
+  EXPECT_TRUE(f.unresolved());
+  EXPECT_TRUE(f.touches_search_path());
+  EXPECT_FALSE(f.fingerprint.empty());
+
+  Facts plain = classify_uncached("SELECT 1");
+  EXPECT_FALSE(plain.destroys() || plain.unresolved() || plain.touches_search_path());
+  EXPECT_TRUE(plain.fingerprint.empty());
+}
+
+TEST(Facts, FingerprintIgnoresLiteralsAndSpacing) {
+  Facts a = classify_uncached("TRUNCATE t; SELECT 1");
+  Facts b = classify_uncached("truncate   t;  select 2");
+  Facts c = classify_uncached("TRUNCATE u; SELECT 1");
+  EXPECT_EQ(a.fingerprint, b.fingerprint);
+  EXPECT_NE(a.fingerprint, c.fingerprint);
+  EXPECT_EQ(a.fingerprint.size(), 16u);  // 64-bit hex
+}
+
+TEST(Facts, NormalizedNeverKeepsPasswordsOrLiterals) {
+  Facts f = classify_uncached("ALTER ROLE bob PASSWORD 'hunter2'; DROP TABLE t; SELECT 'secret-value'");
+  ASSERT_FALSE(f.parse_error);
+  EXPECT_EQ(f.normalized.find("hunter2"), std::string::npos) << f.normalized;
+  EXPECT_EQ(f.normalized.find("secret-value"), std::string::npos) << f.normalized;
+  EXPECT_NE(f.normalized.find("DROP TABLE t"), std::string::npos) << f.normalized;
+}
+
+}  // namespace
+}  // namespace predrop::parser
