@@ -81,6 +81,21 @@ TEST(ReadmeReference, ReloadColumnMatchesTheLoader) {
   }
 }
 
+TEST(ReadmeReference, ExamplesLoad) {
+  const std::string region = reference_region();
+  const std::string fence = "```yaml\n";
+  int examples = 0;
+  for (auto at = region.find(fence); at != std::string::npos; at = region.find(fence, at + 1)) {
+    const auto body = at + fence.size();
+    const auto end = region.find("```", body);
+    ASSERT_NE(end, std::string::npos);
+    auto r = load_string(region.substr(body, end - body), "README example");
+    EXPECT_TRUE(r.errors.empty()) << test::errors_text(r.errors);
+    ++examples;
+  }
+  EXPECT_GE(examples, 1);
+}
+
 TEST(ReadmeReference, KnownKeysHaveNoDuplicates) {
   const auto keys = known_keys();
   const std::set<std::string> unique(keys.begin(), keys.end());
