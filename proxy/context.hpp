@@ -1,0 +1,52 @@
+// What every session shares: the policy in force, the parse cache, the capture service,
+// TLS contexts and the registry that routes CancelRequests and drains at shutdown.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include <boost/asio/ssl.hpp>
+
+#include "capture/capture.hpp"
+#include "parser/parser.hpp"
+#include "policy/policy.hpp"
+
+namespace predrop::proxy {
+
+class Session;
+
+// Sessions by backend key (for CancelRequest) and all live sessions (for the drain).
+class SessionRegistry {
+ public:
+  void add(const std::shared_ptr<Session>& s);
+  void remove(Session* s);
+  void set_key(const std::shared_ptr<Session>& s, std::string key);
+  std::shared_ptr<Session> find_by_key(const std::string& key);
+  std::vector<std::shared_ptr<Session>> all();
+  size_t size();
+
+ private:
+  std::mutex mu_;
+  std::map<Session*, std::weak_ptr<Session>> live_;
+  std::map<std::string, std::weak_ptr<Session>> by_key_;
+  std::map<Session*, std::string> key_of_;
+};
+
+struct ProxyContext {
+  std::shared_ptr<const policy::Config> config() const { return std::atomic_load(&config_); }
+  void set_config(std::shared_ptr<const policy::Config> c) { std::atomic_store(&config_, std::move(c)); }
+
+  std::shared_ptr<const policy::Config> config_;
+  parser::Classifier classifier{8192};
+  std::unique_ptr<capture::CaptureService> capture;
+  std::unique_ptr<boost::asio::ssl::context> client_tls;    // null: SSLRequest answered 'N'
+  std::unique_ptr<boost::asio::ssl::context> upstream_tls;  // null: sslmode=disable
+  SessionRegistry registry;
+  std::atomic<bool> draining{false};
+};
+
+}  // namespace predrop::proxy

@@ -1,0 +1,54 @@
+#include "proxy/metrics.hpp"
+
+#include <cstdio>
+
+namespace predrop::proxy {
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size()]) {
+  for (size_t i = 0; i < bounds_.size(); ++i) buckets_[i] = 0;
+}
+
+void Histogram::observe(double seconds) {
+  for (size_t i = 0; i < bounds_.size(); ++i)
+    if (seconds <= bounds_[i]) buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_micros_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+}
+
+std::string Histogram::render(const std::string& name, const std::string& help) const {
+  std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  char line[256];
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    std::snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), bounds_[i],
+                  static_cast<unsigned long long>(buckets_[i].load()));
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name.c_str(),
+                static_cast<unsigned long long>(count_.load()), name.c_str(), sum_micros_.load() / 1e6, name.c_str(),
+                static_cast<unsigned long long>(count_.load()));
+  out += line;
+  return out;
+}
+
+const char* to_string(SnapshotOutcome o) {
+  switch (o) {
+    case SnapshotOutcome::written: return "written";
+    case SnapshotOutcome::table_missing: return "table_missing";
+    case SnapshotOutcome::timeout: return "timeout";
+    case SnapshotOutcome::capture_error: return "capture_error";
+    case SnapshotOutcome::store_error: return "store_error";
+    case SnapshotOutcome::policy_skip: return "policy_skip";
+    case SnapshotOutcome::disabled: return "disabled";
+    case SnapshotOutcome::deduplicated: return "deduplicated";
+    case SnapshotOutcome::kCount: break;
+  }
+  return "unknown";
+}
+
+Metrics& metrics() {
+  static Metrics m;
+  return m;
+}
+
+}  // namespace predrop::proxy

@@ -1,0 +1,61 @@
+// Process-wide counters. Label values are bounded enums: never a table name.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace predrop::proxy {
+
+// A Prometheus histogram with fixed buckets, lock-free observe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double seconds);
+  std::string render(const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_micros_{0};
+};
+
+enum class SnapshotOutcome : uint8_t {
+  written, table_missing, timeout, capture_error, store_error, policy_skip, disabled, deduplicated, kCount
+};
+const char* to_string(SnapshotOutcome o);
+
+struct Metrics {
+  std::atomic<int64_t> client_connections{0};
+  std::atomic<int64_t> server_connections{0};
+  std::atomic<uint64_t> client_connections_total{0};
+  std::atomic<uint64_t> client_connections_rejected{0};
+  std::atomic<uint64_t> bytes_client_to_server{0};
+  std::atomic<uint64_t> bytes_server_to_client{0};
+  std::atomic<uint64_t> frontend_messages{0};
+  std::atomic<uint64_t> backend_messages{0};
+  std::atomic<uint64_t> protocol_errors{0};
+  std::atomic<uint64_t> uninspected_large_statements{0};
+  std::atomic<uint64_t> rejected_statements{0};
+  std::atomic<uint64_t> unresolved_statements{0};
+  std::atomic<uint64_t> cancel_requests{0};
+  std::array<std::atomic<uint64_t>, 8> intercepted_by_kind{};   // parser::DestroyKind order
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(SnapshotOutcome::kCount)> snapshots{};
+  std::atomic<uint64_t> drop_outcome_dropped{0};
+  std::atomic<uint64_t> drop_outcome_not_dropped{0};
+  std::atomic<uint64_t> reloads_ok{0};
+  std::atomic<uint64_t> reloads_failed{0};
+  Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
+  Histogram capture_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
+
+  void count_snapshot(SnapshotOutcome o) { snapshots[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
+};
+
+Metrics& metrics();
+
+}  // namespace predrop::proxy

@@ -1,0 +1,415 @@
+// The relay: frames messages in both directions and forwards the bytes unchanged.
+// Only Query/Parse/Bind/Execute/Close from the client and a few small server messages are
+// looked at; everything else streams through in buffer-sized pieces.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "proxy/metrics.hpp"
+#include "proxy/session.hpp"
+
+namespace predrop::proxy {
+
+void Session::start_relay() {
+  relaying_ = true;
+  startup_timer_.cancel();
+  pump(front_);
+  pump(back_);
+}
+
+void Session::pump(Pipe& p) {
+  if (closed_ || p.closed || p.reading || p.writing) return;
+  if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
+  if (p.held) {
+    if (p.scan > p.begin) start_write(p);
+    return;
+  }
+  if (p.buf && p.end > p.scan) {
+    ScanResult r = scan(p);
+    if (r == ScanResult::error) return;
+    if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
+    if (p.scan > p.begin) return start_write(p);
+    if (r == ScanResult::held) return;
+  }
+  start_read(p);
+}
+
+void Session::maybe_release_buffer(Pipe& p) {
+  if (p.buf && p.begin == p.end && !p.held) {
+    pool_.give_back(p.buf);
+    p.begin = p.scan = p.end = 0;
+  }
+}
+
+void Session::start_read(Pipe& p) {
+  maybe_release_buffer(p);
+  Transport& src = source(p);
+  auto self = shared_from_this();
+  auto do_read = [this, self, &p]() {
+    if (closed_) return;
+    if (!p.buf) p.buf = pool_.acquire();
+    // Move undecided bytes to the front so a whole message can be assembled.
+    if (p.begin > 0) {
+      std::memmove(p.buf.data(), p.buf.data() + p.begin, p.end - p.begin);
+      p.scan -= p.begin;
+      p.end -= p.begin;
+      p.begin = 0;
+    }
+    if (p.end == p.buf.capacity()) return;  // full while held: stop reading, the client waits
+    p.reading = true;
+    source(p).async_read_some(asio::buffer(p.buf.data() + p.end, p.buf.capacity() - p.end),
+                              [this, self, &p](boost::system::error_code ec, size_t n) {
+                                p.reading = false;
+                                if (closed_) return;
+                                if (ec) return on_pipe_eof(p, ec);
+                                p.end += n;
+                                pump(p);
+                              });
+  };
+  if (p.buf || src.has_pending_plaintext()) return do_read();
+  // Idle: wait for readability without holding a buffer.
+  p.reading = true;
+  src.socket().async_wait(tcp::socket::wait_read, [this, self, &p, do_read](boost::system::error_code ec) {
+    p.reading = false;
+    if (closed_) return;
+    if (ec) return on_pipe_eof(p, ec);
+    do_read();
+  });
+}
+
+void Session::start_write(Pipe& p) {
+  auto self = shared_from_this();
+  p.writing = true;
+  if (!p.inject.empty() && p.scan == p.begin) {
+    auto bytes = std::make_shared<std::string>(std::move(p.inject));
+    p.inject.clear();
+    sink(p).async_write(asio::buffer(*bytes), [this, self, &p, bytes](boost::system::error_code ec, size_t) {
+      p.writing = false;
+      if (closed_) return;
+      if (ec) return close("write failed");
+      pump(p);
+    });
+    return;
+  }
+  size_t n = p.scan - p.begin;
+  sink(p).async_write(asio::buffer(p.buf.data() + p.begin, n), [this, self, &p, n](boost::system::error_code ec, size_t) {
+    p.writing = false;
+    if (closed_) return;
+    if (ec) return close("write failed");
+    p.begin += n;
+    p.bytes += n;
+    (p.backend ? metrics().bytes_server_to_client : metrics().bytes_client_to_server).fetch_add(n, std::memory_order_relaxed);
+    if (client_terminated_ && !p.backend && p.begin == p.end) return close("client terminated");
+    pump(p);
+  });
+}
+
+// How many bytes of a message must sit in the buffer before it can be decided.
+// 0: stream it without looking.
+size_t Session::bytes_needed(Pipe& p, char type, size_t total) {
+  if (p.backend) {
+    switch (type) {
+      case 'Z': case 'K': case 'S': case 'C': case '1': case '2':
+        return total;
+      case 'R': case 'E':
+        return std::min<size_t>(total, 64 * 1024);
+      default:
+        return 0;
+    }
+  }
+  switch (type) {
+    case 'Q': case 'P':
+      // Whole, to classify it; past the inspection limit the prefix is enough to log it.
+      return total <= cfg_->limits.max_inspect_bytes ? total : 0;
+    case 'B': case 'E': case 'C': case 'X':
+      return std::min<size_t>(total, 2 * 1024);   // the names come first
+    default:
+      return 0;
+  }
+}
+
+void Session::remove_message(Pipe& p, size_t total) {
+  std::memmove(p.buf.data() + p.scan, p.buf.data() + p.scan + total, p.end - p.scan - total);
+  p.end -= total;
+}
+
+Session::ScanResult Session::scan(Pipe& p) {
+  const uint64_t max_len = cfg_->limits.max_message_bytes;
+  for (;;) {
+    if (p.pass_remaining > 0) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(p.pass_remaining, p.end - p.scan));
+      p.scan += n;
+      p.pass_remaining -= n;
+      if (p.pass_remaining > 0) return ScanResult::need_more;
+    }
+    size_t avail = p.end - p.scan;
+    if (avail < wire::kHeaderLen) return ScanResult::need_more;
+    char* msg = p.buf.data() + p.scan;
+    char type = msg[0];
+    uint32_t len = wire::read_u32(msg + 1);
+    if (len < 4 || len > max_len) {
+      metrics().protocol_errors.fetch_add(1);
+      std::string why = "invalid message length " + std::to_string(len) + " for message type '" +
+                        std::string(1, type) + "' (limits.max_message_bytes=" + std::to_string(max_len) + ")";
+      spdlog::warn("session {}: {}", client_addr_, why);
+      if (!p.backend) {
+        // Tell the client in the server's words, then close: the stream cannot be resynchronised.
+        back_.inject += wire::error_response("FATAL", "08P01", "predrop: " + why);
+        front_.closed = true;
+        pump(back_);
+        auto self = shared_from_this();
+        asio::post(executor(), [self]() {
+          if (!self->back_.writing) self->close("protocol violation");
+        });
+        return ScanResult::error;
+      }
+      close("protocol violation from upstream");
+      return ScanResult::error;
+    }
+    size_t total = static_cast<size_t>(len) + 1;
+    size_t need = bytes_needed(p, type, total);
+    if (need == 0) {
+      if (!p.backend && (type == 'Q' || type == 'P')) {
+        metrics().uninspected_large_statements.fetch_add(1);
+        spdlog::warn("session {}: a {}-byte statement is larger than limits.max_inspect_bytes and is relayed uninspected",
+                     client_addr_, total);
+      }
+      (p.backend ? metrics().backend_messages : metrics().frontend_messages).fetch_add(1, std::memory_order_relaxed);
+      size_t n = std::min(total, avail);
+      p.scan += n;
+      p.pass_remaining = total - n;
+      continue;
+    }
+    if (avail < need) {
+      // Not all here yet. Make room: flush what is decided first, grow only for an inspected whole message.
+      if (p.scan > p.begin) return ScanResult::need_more;
+      if (need > p.buf.capacity()) {
+        Buffer larger = BufferPool::acquire_large(need);
+        std::memcpy(larger.data(), p.buf.data() + p.begin, p.end - p.begin);
+        p.end -= p.begin;
+        p.scan = p.begin = 0;
+        pool_.give_back(p.buf);
+        p.buf = std::move(larger);
+      }
+      return ScanResult::need_more;
+    }
+    (p.backend ? metrics().backend_messages : metrics().frontend_messages).fetch_add(1, std::memory_order_relaxed);
+    Verdict v;
+    if (p.backend) {
+      v = inspect_backend(p, type, msg, total);
+    } else if (p.approved) {
+      p.approved = false;
+      v = Verdict::forward;
+    } else {
+      v = inspect_frontend(p, type, msg, total);
+    }
+    if (closed_) return ScanResult::error;
+    if (v == Verdict::hold) {
+      p.held = true;
+      return ScanResult::held;
+    }
+    if (v == Verdict::swallow) {
+      remove_message(p, total);
+      continue;
+    }
+    size_t n = std::min(total, p.end - p.scan);
+    p.scan += n;
+    p.pass_remaining = total - n;
+  }
+}
+
+namespace {
+std::string_view cstr_at(const char* body, size_t len, size_t& pos) {
+  const void* nul = pos < len ? std::memchr(body + pos, '\0', len - pos) : nullptr;
+  if (!nul) {
+    pos = len;
+    return {};
+  }
+  size_t n = static_cast<const char*>(nul) - (body + pos);
+  std::string_view s(body + pos, n);
+  pos += n + 1;
+  return s;
+}
+}  // namespace
+
+Session::Verdict Session::inspect_frontend(Pipe& p, char type, char* msg, size_t total) {
+  const char* body = msg + wire::kHeaderLen;
+  size_t avail = std::min(total, p.end - p.scan);
+  size_t blen = avail - wire::kHeaderLen;
+  size_t pos = 0;
+  switch (type) {
+    case 'Q': {
+      owed_.push_back('Q');
+      statements_.erase("");
+      portals_.erase("");
+      std::string_view sql = cstr_at(body, blen, pos);
+      auto facts = ctx_.classifier.classify(sql);
+      executing_ = facts;
+      if (!facts) return Verdict::forward;
+      if (should_hold(facts)) {
+        owed_.pop_back();   // counted again when it is finally relayed
+        begin_hold('Q', facts);
+        return Verdict::hold;
+      }
+      apply_search_path(*facts);
+      return Verdict::forward;
+    }
+    case 'P': {
+      owed_.push_back('P');
+      std::string name(cstr_at(body, blen, pos));
+      std::string_view sql = cstr_at(body, blen, pos);
+      auto facts = ctx_.classifier.classify(sql);
+      if (facts) statements_[name] = std::move(facts);
+      else statements_.erase(name);
+      return Verdict::forward;
+    }
+    case 'B': {
+      owed_.push_back('B');
+      std::string portal(cstr_at(body, blen, pos));
+      std::string stmt(cstr_at(body, blen, pos));
+      auto it = statements_.find(stmt);
+      if (it != statements_.end()) portals_[portal] = it->second;
+      else portals_.erase(portal);
+      return Verdict::forward;
+    }
+    case 'E': {
+      std::string portal(cstr_at(body, blen, pos));
+      auto it = portals_.find(portal);
+      if (it == portals_.end()) return Verdict::forward;
+      auto facts = it->second;
+      executing_ = facts;
+      if (should_hold(facts)) {
+        begin_hold('E', facts);
+        return Verdict::hold;
+      }
+      apply_search_path(*facts);
+      return Verdict::forward;
+    }
+    case 'C': {
+      char what = blen > 0 ? body[0] : 0;
+      pos = 1;
+      std::string name(cstr_at(body, blen, pos));
+      if (what == 'S') statements_.erase(name);
+      else if (what == 'P') portals_.erase(name);
+      return Verdict::forward;
+    }
+    case 'S':
+      owed_.push_back('S');
+      return Verdict::forward;
+    case 'F':
+      owed_.push_back('Q');
+      return Verdict::forward;
+    case 'X':
+      client_terminated_ = true;
+      return Verdict::forward;
+    default:
+      return Verdict::forward;
+  }
+}
+
+Session::Verdict Session::inspect_backend(Pipe& p, char type, char* msg, size_t& total) {
+  const char* body = msg + wire::kHeaderLen;
+  size_t blen = total - wire::kHeaderLen;
+  switch (type) {
+    case 'R':
+      if (strip_plus_ && total <= p.end - p.scan) {
+        size_t new_total = wire::strip_scram_plus(msg, total);
+        if (new_total != total) {
+          std::memmove(msg + new_total, msg + total, p.end - p.scan - total);
+          p.end -= total - new_total;
+          total = new_total;
+        }
+      }
+      return Verdict::forward;
+    case 'K':
+      if (blen >= 8) ctx_.registry.set_key(shared_from_this(), std::string(body, blen));
+      return Verdict::forward;
+    case '1':
+    case '2': {
+      // Replies to Parse/Bind: swallow the ones answering what predrop injected.
+      char want = type == '1' ? 'P' : 'B';
+      while (!owed_.empty() && owed_.front() != want && owed_.front() != (want | 0x20) && owed_.front() != 'S' &&
+             owed_.front() != 'Q')
+        owed_.pop_front();
+      if (!owed_.empty() && (owed_.front() == want || owed_.front() == (want | 0x20))) {
+        bool injected = owed_.front() == (want | 0x20);
+        owed_.pop_front();
+        if (injected) return Verdict::swallow;
+      }
+      return Verdict::forward;
+    }
+    case 'E':
+      // After an error the server skips to Sync: nothing before it will be answered.
+      if (!owed_.empty() && owed_.front() != 'Q') {
+        while (!owed_.empty() && owed_.front() != 'S') owed_.pop_front();
+      }
+      return Verdict::forward;
+    case 'C': {
+      std::string_view tag(body, blen > 0 ? blen - 1 : 0);
+      if (tag == "COMMIT" || tag == "ROLLBACK" || tag == "PREPARE TRANSACTION") last_txn_tag_ = std::string(tag);
+      return Verdict::forward;
+    }
+    case 'Z': {
+      if (!owed_.empty()) {
+        // A ReadyForQuery answers the oldest Sync or Query.
+        while (!owed_.empty() && owed_.front() != 'S' && owed_.front() != 'Q') owed_.pop_front();
+        if (!owed_.empty()) owed_.pop_front();
+      }
+      char status = blen >= 1 ? body[0] : 'I';
+      char before = txn_status_;
+      txn_status_ = status;
+      if (status == 'I' && before != 'I') on_transaction_end(last_txn_tag_ == "COMMIT");
+      last_txn_tag_.clear();
+      if (status == 'I' && !pending_outcomes_.empty()) confirm_outcomes();
+      return Verdict::forward;
+    }
+    default:
+      return Verdict::forward;
+  }
+}
+
+void Session::on_pipe_eof(Pipe& p, const boost::system::error_code& ec) {
+  if (p.backend) {
+    // The server went away. Unless the client asked for it, say so in the server's words.
+    if (!client_terminated_ && !back_.writing && back_.pass_remaining == 0) {
+      auto self = shared_from_this();
+      auto err = std::make_shared<std::string>(wire::error_response(
+          "FATAL", "08006", "predrop: the server " + cfg_->upstream.to_string() + " closed the connection unexpectedly"));
+      p.closed = true;
+      client_.async_write(asio::buffer(*err), [self, err](boost::system::error_code, size_t) { self->close("upstream closed"); });
+      return;
+    }
+    return close("upstream closed");
+  }
+  close(ec == asio::error::eof ? "client closed" : "client connection error");
+}
+
+void Session::close(std::string_view why) {
+  if (closed_) return;
+  closed_ = true;
+  if (hold_timer_) hold_timer_->cancel();
+  startup_timer_.cancel();
+  client_.close();
+  if (upstream_) upstream_->close();
+  pool_.give_back(front_.buf);
+  pool_.give_back(back_.buf);
+  if (registered_) ctx_.registry.remove(this);
+  if (relaying_) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count();
+    spdlog::info("session end client={} user={} database={} application_name={} duration_ms={} bytes_in={} bytes_out={} reason=\"{}\"",
+                 client_addr_, params_.get("user"), params_.get("database").empty() ? params_.get("user") : params_.get("database"),
+                 params_.get("application_name"), ms, front_.bytes, back_.bytes, why);
+  }
+}
+
+void Session::terminate_admin_shutdown() {
+  if (closed_) return;
+  if (!relaying_ || back_.writing || back_.pass_remaining > 0 || back_.scan < back_.end) return close("shutdown");
+  auto err = std::make_shared<std::string>(
+      wire::error_response("FATAL", "57P01", "terminating connection due to administrator command (predrop shutting down)"));
+  back_.closed = true;
+  front_.closed = true;
+  client_.async_write(asio::buffer(*err), [self = shared_from_this(), err](boost::system::error_code, size_t) { self->close("shutdown"); });
+}
+
+}  // namespace predrop::proxy

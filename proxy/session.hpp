@@ -1,0 +1,133 @@
+// One client connection and its upstream connection.
+// startup → authenticating → ready ⇄ (relaying | holding) → closing.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "proxy/buffer_pool.hpp"
+#include "proxy/context.hpp"
+#include "proxy/transport.hpp"
+#include "proxy/wire.hpp"
+
+namespace predrop::proxy {
+
+// One direction of the relay. Bytes in buf[begin, scan) are decided and wait to be written;
+// buf[scan, end) are not yet looked at. Reading stops while anything waits to be written
+// (backpressure: a slow reader slows its writer) and while a statement is held.
+struct Pipe {
+  bool backend = false;          // server → client
+  Buffer buf;
+  size_t begin = 0, scan = 0, end = 0;
+  uint64_t pass_remaining = 0;   // rest of a message being streamed through unexamined
+  bool reading = false, writing = false, closed = false;
+  bool held = false;             // frontend only: the message at scan waits for its snapshot
+  bool approved = false;         // the message at scan was held and released: relay it as is
+  std::string inject;            // bytes predrop itself sends before going on
+  uint64_t bytes = 0;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(ProxyContext& ctx, tcp::socket client, BufferPool& pool);
+  ~Session();
+  void start();
+  // A CancelRequest carried this session's key.
+  void on_cancel_request(std::string packet);
+  // Shutdown drain is over: tell the client and close.
+  void terminate_admin_shutdown();
+  asio::any_io_executor executor() { return client_.socket().get_executor(); }
+
+ private:
+  friend class HoldLogic;
+  using Clock = std::chrono::steady_clock;
+
+  // startup.cpp
+  void read_startup_length();
+  void read_startup_body(uint32_t len);
+  void on_startup_packet(std::string packet);
+  void answer_ssl_request();
+  void handle_cancel_packet(const std::string& packet);
+  void connect_upstream();
+  void on_upstream_connected();
+  void negotiate_upstream_tls();
+  void send_startup_upstream();
+  void fail_startup(std::string_view sqlstate, std::string message);
+
+  // relay.cpp
+  void start_relay();
+  void pump(Pipe& p);
+  void start_read(Pipe& p);
+  void start_write(Pipe& p);
+  enum class ScanResult { need_more, held, error };
+  ScanResult scan(Pipe& p);
+  size_t bytes_needed(Pipe& p, char type, size_t total);
+  enum class Verdict { forward, hold, swallow };
+  Verdict inspect_frontend(Pipe& p, char type, char* msg, size_t total);
+  Verdict inspect_backend(Pipe& p, char type, char* msg, size_t& total);
+  void remove_message(Pipe& p, size_t total);
+  void on_pipe_eof(Pipe& p, const boost::system::error_code& ec);
+  void close(std::string_view why);
+  void maybe_release_buffer(Pipe& p);
+  Transport& source(Pipe& p) { return p.backend ? *upstream_ : client_; }
+  Transport& sink(Pipe& p) { return p.backend ? client_ : *upstream_; }
+
+  // hold.cpp
+  bool should_hold(const std::shared_ptr<const parser::Facts>& facts);
+  void begin_hold(char type, std::shared_ptr<const parser::Facts> facts);
+  void on_capture_done(uint64_t hold_id, capture::SnapshotResult result);
+  void on_hold_timeout(uint64_t hold_id);
+  void release_hold(bool proceed, std::string_view sqlstate, std::string message);
+  void apply_search_path(const parser::Facts& facts);
+  void on_transaction_end(bool committed);
+  void confirm_outcomes();
+  capture::StatementContext statement_context(const parser::Facts& facts) const;
+
+  ProxyContext& ctx_;
+  std::shared_ptr<const policy::Config> cfg_;   // the policy in force when the session started
+  BufferPool& pool_;
+  Transport client_;
+  std::unique_ptr<Transport> upstream_;
+  asio::steady_timer startup_timer_;
+  Pipe front_{false};
+  Pipe back_{true};
+  std::string startup_packet_;
+  wire::StartupParams params_;
+  std::string client_addr_;
+  Clock::time_point started_at_ = Clock::now();
+  bool relaying_ = false;
+  bool closed_ = false;
+  bool client_terminated_ = false;
+  bool strip_plus_ = false;
+  bool registered_ = false;
+
+  // Statement and transaction state, read off the wire.
+  char txn_status_ = 'I';
+  std::string last_txn_tag_;
+  std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> statements_;  // Parse name → facts
+  std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> portals_;     // Bind portal → facts
+  std::shared_ptr<const parser::Facts> executing_;   // facts of the Query/Execute last relayed
+  std::unique_ptr<parser::SearchPathTracker> search_path_;
+  // Replies the server owes for relayed messages, in order: P(arse) B(ind) S(ync) Q(uery);
+  // lower case for the ones predrop injected, whose replies the client must not see.
+  std::deque<char> owed_;
+
+  // The hold.
+  uint64_t hold_seq_ = 0;
+  bool holding_ = false;
+  char held_type_ = 0;
+  bool fail_closed_ = false;
+  Clock::time_point hold_started_;
+  std::shared_ptr<const parser::Facts> held_facts_;
+  capture::StatementContext held_ctx_;
+  std::optional<asio::steady_timer> hold_timer_;
+  std::vector<capture::PendingOutcome> pending_outcomes_;
+};
+
+}  // namespace predrop::proxy

@@ -1,0 +1,223 @@
+// The startup phase: SSLRequest / GSSENCRequest / CancelRequest / StartupMessage, then the
+// upstream connection (optionally TLS), after which authentication is simply relayed.
+#include <spdlog/spdlog.h>
+
+#include "proxy/metrics.hpp"
+#include "proxy/session.hpp"
+
+namespace predrop::proxy {
+
+Session::Session(ProxyContext& ctx, tcp::socket client, BufferPool& pool)
+    : ctx_(ctx), cfg_(ctx.config()), pool_(pool), client_(std::move(client)), startup_timer_(client_.socket().get_executor()) {
+  boost::system::error_code ec;
+  auto ep = client_.socket().remote_endpoint(ec);
+  if (!ec) client_addr_ = ep.address().to_string();
+  client_.socket().set_option(tcp::no_delay(true), ec);
+  metrics().client_connections.fetch_add(1);
+  metrics().client_connections_total.fetch_add(1);
+}
+
+Session::~Session() {
+  metrics().client_connections.fetch_sub(1);
+  if (upstream_) metrics().server_connections.fetch_sub(1);
+}
+
+void Session::start() {
+  ctx_.registry.add(shared_from_this());
+  registered_ = true;
+  startup_timer_.expires_after(std::chrono::milliseconds(cfg_->limits.startup_timeout_ms));
+  startup_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (ec || self->relaying_ || self->closed_) return;
+    self->fail_startup("08P01", "predrop: startup packet not received within " +
+                                    std::to_string(self->cfg_->limits.startup_timeout_ms) + " ms");
+  });
+  read_startup_length();
+}
+
+void Session::read_startup_length() {
+  auto len_buf = std::make_shared<std::array<char, 4>>();
+  client_.async_read_exactly(asio::buffer(*len_buf), [self = shared_from_this(), len_buf](boost::system::error_code ec, size_t) {
+    if (ec) return self->close("client left during startup");
+    uint32_t len = wire::read_u32(len_buf->data());
+    if (len < 8 || len > wire::kMaxStartupPacket) {
+      metrics().protocol_errors.fetch_add(1);
+      return self->fail_startup("08P01", "invalid length of startup packet: " + std::to_string(len));
+    }
+    self->read_startup_body(len);
+  });
+}
+
+void Session::read_startup_body(uint32_t len) {
+  auto packet = std::make_shared<std::string>(len, '\0');
+  wire::write_u32(packet->data(), len);
+  client_.async_read_exactly(asio::buffer(packet->data() + 4, len - 4),
+                             [self = shared_from_this(), packet](boost::system::error_code ec, size_t) {
+                               if (ec) return self->close("client left during startup");
+                               self->on_startup_packet(std::move(*packet));
+                             });
+}
+
+void Session::on_startup_packet(std::string packet) {
+  uint32_t code = wire::read_u32(packet.data() + 4);
+  if (code == wire::kSslRequestCode && packet.size() == 8) return answer_ssl_request();
+  if (code == wire::kGssEncRequestCode && packet.size() == 8) {
+    // No GSSAPI encryption: 'N', and the client goes on with SSL or plaintext.
+    auto n = std::make_shared<char>('N');
+    return client_.async_write(asio::buffer(n.get(), 1), [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
+      if (ec) return self->close("client left during startup");
+      self->read_startup_length();
+    });
+  }
+  if (code == wire::kCancelRequestCode) return handle_cancel_packet(packet);
+  if ((code >> 16) != 3) {
+    metrics().protocol_errors.fetch_add(1);
+    return fail_startup("0A000", "unsupported frontend protocol " + std::to_string(code >> 16) + "." +
+                                     std::to_string(code & 0xFFFF) + ": predrop supports 3.x");
+  }
+  auto parsed = wire::parse_startup(packet.data() + 4, packet.size() - 4);
+  if (!parsed) {
+    metrics().protocol_errors.fetch_add(1);
+    return fail_startup("08P01", "invalid startup packet layout");
+  }
+  params_ = std::move(*parsed);
+  if (params_.get("user").empty()) return fail_startup("28000", "no PostgreSQL user name specified in startup packet");
+  if (ctx_.draining.load()) return fail_startup("57P03", "predrop is shutting down");
+  if (static_cast<int>(ctx_.registry.size()) > cfg_->limits.max_clients) {
+    metrics().client_connections_rejected.fetch_add(1);
+    return fail_startup("53300", "sorry, too many clients already (predrop limits.max_clients=" +
+                                     std::to_string(cfg_->limits.max_clients) + ")");
+  }
+  startup_packet_ = std::move(packet);
+  std::vector<std::string> initial = {"$user", "public"};
+  std::string sp = params_.get("search_path");
+  if (auto from_options = wire::search_path_from_options(params_.get("options"))) sp = *from_options;
+  if (!sp.empty()) initial = parser::split_search_path(sp);
+  search_path_ = std::make_unique<parser::SearchPathTracker>(std::move(initial));
+  connect_upstream();
+}
+
+void Session::answer_ssl_request() {
+  // Bytes already sent behind the SSLRequest would be read as if they came through TLS:
+  // the class of bug behind PgBouncer's CVE-2021-3935 and PostgreSQL's CVE-2021-23214.
+  boost::system::error_code ec;
+  if (client_.socket().available(ec) > 0) {
+    metrics().protocol_errors.fetch_add(1);
+    return fail_startup("08P01", "received unencrypted data after SSL request");
+  }
+  if (!ctx_.client_tls || client_.is_tls()) {
+    auto n = std::make_shared<char>('N');
+    return client_.async_write(asio::buffer(n.get(), 1), [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
+      if (ec) return self->close("client left during startup");
+      self->read_startup_length();
+    });
+  }
+  auto s = std::make_shared<char>('S');
+  client_.async_write(asio::buffer(s.get(), 1), [self = shared_from_this(), s](boost::system::error_code ec, size_t) {
+    if (ec) return self->close("client left during startup");
+    auto& tls = self->client_.enable_tls(*self->ctx_.client_tls);
+    tls.async_handshake(asio::ssl::stream_base::server, [self](boost::system::error_code ec) {
+      if (ec) {
+        spdlog::info("client {}: TLS handshake failed: {}", self->client_addr_, ec.message());
+        return self->close("TLS handshake failed");
+      }
+      self->read_startup_length();
+    });
+  });
+}
+
+void Session::handle_cancel_packet(const std::string& packet) {
+  metrics().cancel_requests.fetch_add(1);
+  // The key is everything after the code: pid + secret (protocol 3.2 keys are longer).
+  std::string key = packet.substr(8);
+  if (auto target = ctx_.registry.find_by_key(key)) {
+    asio::post(target->executor(), [target, packet]() { target->on_cancel_request(packet); });
+  } else {
+    spdlog::debug("cancel request for an unknown key from {}", client_addr_);
+  }
+  close("cancel request handled");
+}
+
+void Session::fail_startup(std::string_view sqlstate, std::string message) {
+  if (closed_) return;
+  spdlog::info("client {}: {}", client_addr_, message);
+  auto err = std::make_shared<std::string>(wire::error_response("FATAL", sqlstate, message));
+  client_.async_write(asio::buffer(*err), [self = shared_from_this(), err](boost::system::error_code, size_t) {
+    self->close("startup failed");
+  });
+}
+
+void Session::connect_upstream() {
+  auto resolver = std::make_shared<tcp::resolver>(executor());
+  resolver->async_resolve(cfg_->upstream.host, std::to_string(cfg_->upstream.port),
+                          [self = shared_from_this(), resolver](boost::system::error_code ec, tcp::resolver::results_type results) {
+    if (ec) {
+      return self->fail_startup("08006", "predrop: could not resolve upstream " + self->cfg_->upstream.to_string() + ": " + ec.message());
+    }
+    self->upstream_ = std::make_unique<Transport>(tcp::socket(self->executor()));
+    metrics().server_connections.fetch_add(1);
+    asio::async_connect(self->upstream_->socket(), results, [self](boost::system::error_code ec, const tcp::endpoint&) {
+      if (ec) {
+        return self->fail_startup("08006", "predrop: could not connect to upstream " + self->cfg_->upstream.to_string() + ": " + ec.message());
+      }
+      boost::system::error_code ignored;
+      self->upstream_->socket().set_option(tcp::no_delay(true), ignored);
+      self->on_upstream_connected();
+    });
+  });
+}
+
+void Session::on_upstream_connected() {
+  if (ctx_.upstream_tls && cfg_->upstream_tls.sslmode != "disable") return negotiate_upstream_tls();
+  send_startup_upstream();
+}
+
+void Session::negotiate_upstream_tls() {
+  auto req = std::make_shared<std::array<char, 9>>();
+  wire::write_u32(req->data(), 8);
+  wire::write_u32(req->data() + 4, wire::kSslRequestCode);
+  upstream_->async_write(asio::buffer(req->data(), 8), [self = shared_from_this(), req](boost::system::error_code ec, size_t) {
+    if (ec) return self->fail_startup("08006", "predrop: upstream closed during SSL negotiation");
+    self->upstream_->async_read_exactly(asio::buffer(req->data() + 8, 1), [self, req](boost::system::error_code ec, size_t) {
+      if (ec) return self->fail_startup("08006", "predrop: upstream closed during SSL negotiation");
+      const auto& mode = self->cfg_->upstream_tls.sslmode;
+      char answer = (*req)[8];
+      if (answer != 'S') {
+        if (mode == "prefer") return self->send_startup_upstream();
+        return self->fail_startup("08006", "predrop: upstream " + self->cfg_->upstream.to_string() +
+                                               " does not support SSL, but upstream_tls.sslmode=" + mode);
+      }
+      auto& tls = self->upstream_->enable_tls(*self->ctx_.upstream_tls);
+      std::string host = self->cfg_->upstream_tls.server_name.empty() ? self->cfg_->upstream.host
+                                                                      : self->cfg_->upstream_tls.server_name;
+      SSL_set_tlsext_host_name(tls.native_handle(), host.c_str());
+      if (mode == "verify-full") {
+        tls.set_verify_mode(asio::ssl::verify_peer);
+        tls.set_verify_callback(asio::ssl::host_name_verification(host));
+      } else if (mode == "verify-ca") {
+        tls.set_verify_mode(asio::ssl::verify_peer);
+      } else {
+        tls.set_verify_mode(asio::ssl::verify_none);
+      }
+      tls.async_handshake(asio::ssl::stream_base::client, [self](boost::system::error_code ec) {
+        if (ec) {
+          return self->fail_startup("08006", "predrop: TLS to upstream " + self->cfg_->upstream.to_string() +
+                                                 " failed: " + ec.message());
+        }
+        // A plaintext client cannot bind SCRAM to a TLS channel it does not see.
+        self->strip_plus_ = !self->client_.is_tls();
+        self->send_startup_upstream();
+      });
+    });
+  });
+}
+
+void Session::send_startup_upstream() {
+  upstream_->async_write(asio::buffer(startup_packet_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    if (ec) return self->fail_startup("08006", "predrop: upstream closed the connection during startup");
+    self->startup_packet_.clear();
+    self->startup_packet_.shrink_to_fit();
+    self->start_relay();
+  });
+}
+
+}  // namespace predrop::proxy

@@ -1,0 +1,138 @@
+#include "proxy/wire.hpp"
+
+namespace predrop::proxy::wire {
+
+std::string StartupParams::get(std::string_view key) const {
+  for (const auto& [k, v] : params)
+    if (k == key) return v;
+  return {};
+}
+
+std::optional<StartupParams> parse_startup(const char* data, size_t len) {
+  if (len < 4) return std::nullopt;
+  StartupParams out;
+  out.protocol = read_u32(data);
+  size_t pos = 4;
+  // name\0value\0 ... \0
+  while (pos < len) {
+    if (data[pos] == '\0') {
+      if (pos + 1 != len) return std::nullopt;  // bytes after the terminator
+      return out;
+    }
+    const void* nul = std::memchr(data + pos, '\0', len - pos);
+    if (!nul) return std::nullopt;
+    size_t klen = static_cast<const char*>(nul) - (data + pos);
+    std::string key(data + pos, klen);
+    pos += klen + 1;
+    if (pos >= len) return std::nullopt;
+    nul = std::memchr(data + pos, '\0', len - pos);
+    if (!nul) return std::nullopt;
+    size_t vlen = static_cast<const char*>(nul) - (data + pos);
+    out.params.emplace_back(std::move(key), std::string(data + pos, vlen));
+    pos += vlen + 1;
+  }
+  return std::nullopt;  // no terminating NUL
+}
+
+namespace {
+void put_field(std::string& out, char code, std::string_view value) {
+  if (value.empty()) return;
+  out.push_back(code);
+  out.append(value);
+  out.push_back('\0');
+}
+}  // namespace
+
+std::string error_response(std::string_view severity, std::string_view sqlstate, std::string_view message,
+                           std::string_view detail, std::string_view hint) {
+  std::string out(5, '\0');
+  out[0] = 'E';
+  put_field(out, 'S', severity);
+  put_field(out, 'V', severity);
+  put_field(out, 'C', sqlstate);
+  put_field(out, 'M', message);
+  put_field(out, 'D', detail);
+  put_field(out, 'H', hint);
+  out.push_back('\0');
+  write_u32(out.data() + 1, static_cast<uint32_t>(out.size() - 1));
+  return out;
+}
+
+std::string ready_for_query(char status) {
+  std::string out = {'Z', 0, 0, 0, 5, status};
+  return out;
+}
+
+ErrorFields parse_error_fields(const char* body, size_t len) {
+  ErrorFields f;
+  size_t pos = 0;
+  while (pos < len && body[pos] != '\0') {
+    char code = body[pos++];
+    const void* nul = std::memchr(body + pos, '\0', len - pos);
+    if (!nul) break;
+    size_t vlen = static_cast<const char*>(nul) - (body + pos);
+    std::string_view v(body + pos, vlen);
+    if (code == 'V' || (code == 'S' && f.severity.empty())) f.severity = std::string(v);
+    else if (code == 'C') f.sqlstate = std::string(v);
+    else if (code == 'M') f.message = std::string(v);
+    pos += vlen + 1;
+  }
+  return f;
+}
+
+size_t strip_scram_plus(char* msg, size_t len) {
+  static constexpr std::string_view kPlus = "SCRAM-SHA-256-PLUS";
+  if (len < 9 || msg[0] != 'R' || read_u32(msg + 5) != 10) return len;
+  size_t pos = 9;
+  while (pos < len && msg[pos] != '\0') {
+    const void* nul = std::memchr(msg + pos, '\0', len - pos);
+    if (!nul) return len;
+    size_t n = static_cast<const char*>(nul) - (msg + pos);
+    if (std::string_view(msg + pos, n) == kPlus) {
+      std::memmove(msg + pos, msg + pos + n + 1, len - (pos + n + 1));
+      len -= n + 1;
+      write_u32(msg + 1, static_cast<uint32_t>(len - 1));
+      continue;
+    }
+    pos += n + 1;
+  }
+  return len;
+}
+
+std::optional<std::string> search_path_from_options(std::string_view options) {
+  // The server splits options on unescaped whitespace; "\ " keeps a space.
+  std::vector<std::string> args;
+  std::string cur;
+  bool escaped = false;
+  for (char c : options) {
+    if (escaped) {
+      cur.push_back(c);
+      escaped = false;
+    } else if (c == '\\') {
+      escaped = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (!cur.empty()) args.push_back(std::move(cur)), cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) args.push_back(std::move(cur));
+  std::optional<std::string> found;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    std::string_view setting;
+    if (a == "-c" && i + 1 < args.size()) setting = args[++i];
+    else if (a.starts_with("-c")) setting = a.substr(2);
+    else if (a.starts_with("--")) setting = a.substr(2);
+    else continue;
+    auto eq = setting.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string name(setting.substr(0, eq));
+    for (auto& ch : name) if (ch == '-') ch = '_';
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name == "search_path") found = std::string(setting.substr(eq + 1));
+  }
+  return found;
+}
+
+}  // namespace predrop::proxy::wire

@@ -1,0 +1,67 @@
+// PostgreSQL v3 wire facts: framing, startup packets, and the few messages predrop builds itself.
+// Decoding is separate from policy: this file says what bytes mean, never what to do about them.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace predrop::proxy::wire {
+
+inline constexpr uint32_t kProtocol3 = 3u << 16;
+inline constexpr uint32_t kCancelRequestCode = 80877102;
+inline constexpr uint32_t kSslRequestCode = 80877103;
+inline constexpr uint32_t kGssEncRequestCode = 80877104;
+inline constexpr uint32_t kMaxStartupPacket = 10000;   // the server's own limit
+inline constexpr size_t kHeaderLen = 5;                  // type byte + Int32 length
+
+inline uint32_t read_u32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return __builtin_bswap32(v);
+}
+inline void write_u32(char* p, uint32_t v) {
+  v = __builtin_bswap32(v);
+  std::memcpy(p, &v, 4);
+}
+
+// A parsed StartupMessage (protocol 3.x). The raw bytes are relayed as received; these are copies.
+struct StartupParams {
+  uint32_t protocol = 0;
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string get(std::string_view key) const;
+};
+
+// Parses the body after the length word (code included). nullopt on malformed content.
+std::optional<StartupParams> parse_startup(const char* data, size_t len);
+
+// ErrorResponse / NoticeResponse bodies.
+std::string error_response(std::string_view severity, std::string_view sqlstate, std::string_view message,
+                           std::string_view detail = {}, std::string_view hint = {});
+std::string ready_for_query(char status);
+
+// SQLSTATE and message of an ErrorResponse body (fields after the type+length header).
+struct ErrorFields {
+  std::string severity, sqlstate, message;
+};
+ErrorFields parse_error_fields(const char* body, size_t len);
+
+// AuthenticationSASL (R, code 10): remove SCRAM-SHA-256-PLUS from the mechanism list.
+// Works in place on a whole message (header included); returns the new total length.
+size_t strip_scram_plus(char* msg, size_t len);
+
+// Options "-c search_path=a,b" or "--search_path=a" from the startup packet's options parameter.
+std::optional<std::string> search_path_from_options(std::string_view options);
+
+// Counters of everything the decoder sees, per direction (Envoy's habit: count all of it).
+struct DecoderCounters {
+  uint64_t frontend_messages = 0;
+  uint64_t backend_messages = 0;
+  uint64_t unknown_messages = 0;
+};
+
+}  // namespace predrop::proxy::wire
