@@ -27,6 +27,7 @@
 #include "parser/parser.hpp"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace predrop::parser {
 namespace {
@@ -50,12 +51,35 @@ inline bool matches_at(const unsigned char* p, size_t remaining, const char (&pa
   return true;
 }
 
+// Every keyword is at least two bytes long, so a keyword can only start where the two bytes,
+// both |0x20, form one of these pairs. The 8 KiB bitset turns the common case (no candidate)
+// into one table lookup per byte; the full comparison runs only on a candidate.
+struct PairSet {
+  uint64_t bits[1024] = {};
+  constexpr void add(const char* pair) {
+    const unsigned key = (static_cast<unsigned char>(pair[0]) | 0x20u) << 8 |
+                         (static_cast<unsigned char>(pair[1]) | 0x20u);
+    bits[key >> 6] |= uint64_t{1} << (key & 63);
+  }
+  constexpr PairSet() {
+    for (const char* pair : {"dr", "di", "do", "al", "tr", "ex", "ca", "se", "sc", "re", "pg", "u&"})
+      add(pair);
+  }
+  bool has(unsigned char a, unsigned char b) const {
+    const unsigned key = (a | 0x20u) << 8 | (b | 0x20u);
+    return (bits[key >> 6] >> (key & 63)) & 1;
+  }
+};
+constexpr PairSet kCandidatePairs;
+
 }  // namespace
 
 bool may_matter(std::string_view sql) {
   const auto* p = reinterpret_cast<const unsigned char*>(sql.data());
   const size_t n = sql.size();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (!kCandidatePairs.has(p[i], p[i + 1])) [[likely]]
+      continue;
     const unsigned char* at = p + i;
     const size_t rest = n - i;
     // |0x20 maps 'A'..'Z' onto 'a'..'z'; the only other byte reaching a letter's value is that

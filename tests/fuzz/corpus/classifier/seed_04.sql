@@ -1,0 +1,1 @@
+DROP TABLE "My Schema"."T.x", "a""b", café

@@ -1,0 +1,1 @@
+DROP TABLE pg_temp.x, pg_temp_3.y, keep

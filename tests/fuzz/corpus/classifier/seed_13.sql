@@ -1,0 +1,1 @@
+DROP TYPE mood CASCADE; DROP EXTENSION postgis

@@ -1,0 +1,1 @@
+DO $$ BEGIN EXECUTE format('DROP TABLE %I', 'x'); END $$

@@ -1,0 +1,1 @@
+CALL maint.purge(30); EXECUTE s(1); EXPLAIN ANALYZE EXECUTE s

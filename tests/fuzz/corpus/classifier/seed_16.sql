@@ -1,0 +1,1 @@
+SET search_path TO a, "B", "$user", pg_temp, 'c, d'

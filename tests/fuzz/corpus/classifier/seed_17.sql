@@ -1,0 +1,1 @@
+SET LOCAL search_path TO DEFAULT; RESET search_path; RESET ALL; DISCARD ALL

@@ -1,0 +1,1 @@
+SELECT set_config('search_path', ' App , "My S", $user ', true)

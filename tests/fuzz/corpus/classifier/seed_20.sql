@@ -1,0 +1,1 @@
+UPDATE pg_settings SET setting = 'x' WHERE name = 'search_path'

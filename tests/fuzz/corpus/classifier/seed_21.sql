@@ -1,0 +1,1 @@
+SET SCHEMA 'Foo'; SET "Search_Path" TO 1

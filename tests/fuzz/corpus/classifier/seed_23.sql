@@ -1,0 +1,1 @@
+SELECT abalance FROM pgbench_accounts WHERE aid = $1;

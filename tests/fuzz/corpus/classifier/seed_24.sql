@@ -1,0 +1,1 @@
+UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2;

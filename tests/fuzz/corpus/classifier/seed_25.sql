@@ -1,0 +1,1 @@
+/* c */ DROP /* d */ TABLE s /* x */ . t -- e

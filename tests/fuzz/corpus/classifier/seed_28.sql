@@ -1,0 +1,1 @@
+WITH x AS (SELECT set_config('search_path', 'a', false)) SELECT * FROM x

@@ -1,0 +1,1 @@
+"$user", public, "x""y", Foo

@@ -1,0 +1,2 @@
+-- nightly
+do $$begin perform 1; end$$

@@ -1,0 +1,1 @@
+/* outer /* inner */ still */ DROP TABLE a;;;

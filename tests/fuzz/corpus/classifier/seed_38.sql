@@ -1,0 +1,1 @@
+SELECT * FROM (SELECT set_config('search_path', NULL, false)) s

@@ -1,0 +1,2 @@
+DROP TABLE a;
+DROP TABLE b;

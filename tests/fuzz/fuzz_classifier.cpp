@@ -1,0 +1,40 @@
+// libFuzzer target for the parser: arbitrary bytes through the prefilter, the classifier and the
+// search_path splitter. Beyond "no crash, no sanitizer report" it checks the property the
+// proxy relies on: anything the classifier reports (other than transaction control) must have
+// passed may_matter(), or the prefilter would hide a destructive statement.
+#include "parser/parser.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+using namespace predrop::parser;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const bool passes = may_matter(text);
+
+  // libpg_query reads up to the first NUL; the prefilter saw at least those bytes.
+  const Facts facts = classify_uncached(text);
+  const bool reportable = facts.destroys() || facts.unresolved() || facts.touches_search_path();
+  if (reportable && !passes) {
+    std::fprintf(stderr, "prefilter unsound: classifier reports facts for text may_matter() rejects\n");
+    std::abort();
+  }
+  if (facts.parse_error && facts.error_message.empty()) std::abort();
+  if (!facts.fingerprint.empty() != (facts.destroys() || facts.unresolved())) std::abort();
+  for (const Statement& s : facts.statements) {
+    for (const Target& t : s.targets) {
+      if (to_string(t.kind).empty() || destroy_kind_from_string(to_string(t.kind)) != t.kind) std::abort();
+      if (t.kind != DestroyKind::drop_owned && t.relation.name.empty()) std::abort();
+    }
+  }
+
+  // The same bytes as a search_path value: must not crash, names obey the 63-byte limit.
+  if (auto schemas = parse_search_path(text)) {
+    for (const auto& s : *schemas)
+      if (s.size() > 63) std::abort();
+  }
+  return 0;
+}
