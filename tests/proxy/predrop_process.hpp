@@ -1,0 +1,79 @@
+// predrop under test as a child process: `PREDROP_BIN serve --listen 127.0.0.1:<free port>
+// --upstream <PGHOST:PGPORT> [--config FILE] [args]`, output captured in a log file.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "raw_client.hpp"
+
+namespace ptest {
+
+// A free loopback TCP port (bound and released; small race with other binders).
+uint16_t free_port();
+// A loopback port nothing listens on (bound without listen(), then released).
+uint16_t closed_port();
+
+struct PredropOptions {
+  std::string config_yaml;              // written to a file and passed as --config when not empty
+  std::vector<std::string> extra_args;  // appended after the standard ones
+  std::string upstream;                 // default PGHOST:PGPORT
+  std::chrono::milliseconds start_timeout{15000};
+
+  static PredropOptions with_config(std::string yaml) {
+    PredropOptions o;
+    o.config_yaml = std::move(yaml);
+    return o;
+  }
+  static PredropOptions with_upstream(std::string hostport) {
+    PredropOptions o;
+    o.upstream = std::move(hostport);
+    return o;
+  }
+};
+
+class PredropProcess {
+ public:
+  PredropProcess() = default;
+  ~PredropProcess();
+  PredropProcess(const PredropProcess&) = delete;
+  PredropProcess& operator=(const PredropProcess&) = delete;
+
+  // Starts and waits until the port accepts. False (reason in error()) on failure.
+  bool start(const PredropOptions& opts = {});
+  uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  const std::string& error() const { return error_; }
+  const std::string& log_path() const { return log_path_; }
+  std::string log() const;   // the whole log so far
+  bool running();            // not exited (reaps it when it has)
+
+  // Sends SIGTERM and waits up to `grace` for the exit; SIGKILL after that. Exit status (WEXITSTATUS),
+  // 128+signal when killed by a signal, nullopt when it had to be SIGKILLed.
+  std::optional<int> stop(std::chrono::milliseconds grace = std::chrono::milliseconds(10000));
+  void signal(int sig);
+  // Waits for the process to exit on its own; exit code as for stop(), nullopt on timeout.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout);
+
+  // /proc figures.
+  int fd_count() const;
+  long rss_kb() const;
+
+  // A client connected to this predrop.
+  RawConn connect() const { return RawConn::to(port_); }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  std::string error_;
+  std::string log_path_;
+  std::string config_path_;
+  std::optional<int> exit_code_;
+};
+
+}  // namespace ptest
