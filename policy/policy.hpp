@@ -114,8 +114,12 @@ struct LoadResult {
   std::vector<ConfigError> errors;
 };
 
-// Parse and validate a YAML file, then apply PREDROP_<SECTION>_<KEY> environment overrides.
+// Parse and validate a YAML file, then apply PREDROP_<SECTION>_<KEY> environment overrides
+// (and the PREDROP_SNAPSHOTS kill switch), read conninfo_file secrets and check across keys.
+// Relative paths in the file resolve against the file's folder.
 LoadResult load_file(const std::string& path);
+// The same for text in memory; `name` is the file name errors carry. Environment overrides apply
+// here too; relative paths stay relative to the working directory.
 LoadResult load_string(std::string_view yaml, const std::string& name = "<string>");
 // Defaults plus environment overrides, for running without a file.
 LoadResult load_defaults();

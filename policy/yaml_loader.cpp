@@ -152,16 +152,17 @@ void walk_rules(LoadContext& ctx, const YAML::Node& key, const YAML::Node& list)
     }
     Rule rule;
     DuplicateGuard guard;
-    for (auto it = entry.begin(); it != entry.end(); ++it) {
-      const std::string name = it->first.Scalar();
-      if (!guard.first_time(ctx, it->first, label + "." + name)) continue;
+    for (const auto& field : entry) {
+      const YAML::Node key = field.first;
+      const YAML::Node value = field.second;
+      const std::string name = key.Scalar();
+      if (!guard.first_time(ctx, key, label + "." + name)) continue;
       const RuleKey* spec = find_rule_key(name);
       if (!spec) {
-        ctx.error(origin_at(ctx, it->first.Mark()),
-                  "unknown key '" + name + "' in " + label + did_you_mean(name, names));
+        ctx.error(origin_at(ctx, key.Mark()), "unknown key '" + name + "' in " + label + did_you_mean(name, names));
         continue;
       }
-      apply_node(ctx, *spec, rule, it->first, it->second, label + "." + name);
+      apply_node(ctx, *spec, rule, key, value, label + "." + name);
     }
     ctx.config.rules.push_back(std::move(rule));
   }
@@ -169,9 +170,9 @@ void walk_rules(LoadContext& ctx, const YAML::Node& key, const YAML::Node& list)
 
 void walk_section(LoadContext& ctx, const YAML::Node& map, const std::string& prefix) {
   DuplicateGuard guard;
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const YAML::Node& key = it->first;
-    const YAML::Node& value = it->second;
+  for (const auto& entry : map) {   // by value: yaml-cpp's iterator hands out temporaries
+    const YAML::Node key = entry.first;
+    const YAML::Node value = entry.second;
     if (!key.IsScalar()) {
       ctx.error(origin_at(ctx, key.Mark()), "keys must be plain names, got " + shape_name(key));
       continue;
