@@ -377,7 +377,12 @@ class StatementWalker {
       out_.unresolved_risk = true;
       return;
     }
-    if (body) runs_query(type, *body);
+    if (!body) return;
+    if (type == "ExplainStmt" || type == "CreateTableAsStmt") {
+      wrapped_query(*body);  // EXPLAIN ANALYZE CREATE TABLE … AS EXECUTE …
+      return;
+    }
+    runs_query(type, *body);
   }
 
   void runs_query(std::string_view type, const json& s) {
@@ -392,15 +397,23 @@ class StatementWalker {
 
   // Looks for set_config(...) anywhere below. Several calls setting different paths in one
   // statement leave the outcome to evaluation order: unresolved.
-  void find_set_config(const json& node) {
+  // The recursion is bounded: a tree nested deeper than kMaxWalkDepth (thousands of NOTs or
+  // parentheses) is not inspected further and counts as unresolved, which is sound and keeps
+  // worker-thread stacks safe.
+  static constexpr int kMaxWalkDepth = 4000;
+  void find_set_config(const json& node, int depth = 0) {
+    if (depth > kMaxWalkDepth) {
+      out_.unresolved_risk = true;
+      return;
+    }
     if (node.is_array()) {
-      for (const json& item : node) find_set_config(item);
+      for (const json& item : node) find_set_config(item, depth + 1);
       return;
     }
     if (!node.is_object()) return;
     for (auto it = node.begin(); it != node.end(); ++it) {
       if (it.key() == "FuncCall") set_config_call(it.value());
-      find_set_config(it.value());
+      find_set_config(it.value(), depth + 1);
     }
   }
 

@@ -81,6 +81,9 @@ struct Facts {
 
 // Cheap and sound: false only when the text cannot hold any statement the classifier
 // reports (destructive, search_path, unresolved). Case-insensitive keyword scan, no allocation.
+// Transaction control alone (BEGIN, COMMIT, SAVEPOINT …) is NOT a reason to pass: take
+// transaction state from ReadyForQuery and CommandComplete tags; txn facts are reported only
+// for texts that pass for another reason. Keyword list and soundness argument: prefilter.cpp.
 bool may_matter(std::string_view sql);
 
 struct ClassifierStats {
@@ -107,7 +110,8 @@ class Classifier {
   std::unique_ptr<Impl> impl_;
 };
 
-// Parse without prefilter or cache (tests, CLI, fuzzing).
+// Parse without prefilter or cache (tests, CLI, fuzzing). Reads up to the first NUL byte.
+// Decisions (DO is always unresolved, SELECT f() never is, …) are listed in classify.cpp.
 Facts classify_uncached(std::string_view sql);
 
 // Splits a search_path value ("a, \"B\", $user") into schema tokens as the server does.

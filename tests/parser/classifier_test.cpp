@@ -149,5 +149,43 @@ TEST(Facts, NormalizedNeverKeepsPasswordsOrLiterals) {
   EXPECT_NE(f.normalized.find("DROP TABLE t"), std::string::npos) << f.normalized;
 }
 
+TEST(Facts, DeeplyNestedQueryIsSafeAndSound) {
+  // The set_config search walks the tree; past its depth bound it reports unresolved instead
+  // of recursing further.
+  std::string sql = "SELECT set_config('search_path', 'a', false) FROM t WHERE ";
+  for (int i = 0; i < 3000; ++i) sql += "NOT ";  // under bison's own limit
+  sql += "true";
+  Facts f = classify_uncached(sql);
+  ASSERT_FALSE(f.parse_error) << f.error_message;
+  ASSERT_EQ(f.statements.size(), 1u);
+  EXPECT_TRUE(f.statements[0].unresolved_risk);
+
+  std::string shallow = "SELECT set_config('search_path', 'a', false) FROM t WHERE ";
+  for (int i = 0; i < 100; ++i) shallow += "NOT ";
+  shallow += "true";
+  Facts g = classify_uncached(shallow);
+  ASSERT_EQ(g.statements.size(), 1u);
+  EXPECT_FALSE(g.statements[0].unresolved_risk);
+  EXPECT_TRUE(g.touches_search_path());
+}
+
+TEST(Facts, TextAfterNulIsIgnoredLikeTheServer) {
+  const std::string sql("DROP TABLE a\0DROP TABLE b", 25);
+  Facts f = classify_uncached(sql);
+  ASSERT_FALSE(f.parse_error);
+  ASSERT_EQ(f.statements.size(), 1u);
+  ASSERT_EQ(f.statements[0].targets.size(), 1u);
+  EXPECT_EQ(f.statements[0].targets[0].relation.name, "a");
+}
+
+TEST(Facts, ParseErrorHasMessageAndNoStatements) {
+  Facts f = classify_uncached("DROP TABL a");
+  EXPECT_TRUE(f.parse_error);
+  EXPECT_NE(f.error_message.find("syntax error"), std::string::npos) << f.error_message;
+  EXPECT_TRUE(f.statements.empty());
+  EXPECT_TRUE(f.fingerprint.empty());
+  EXPECT_TRUE(f.normalized.empty());
+}
+
 }  // namespace
 }  // namespace predrop::parser

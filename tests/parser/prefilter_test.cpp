@@ -77,7 +77,7 @@ TEST(Prefilter, IsCheapOnThePgbenchSelect) {
   EXPECT_EQ(hits, 0);
   const double per_call = static_cast<double>(ns) / kIterations;
   std::cout << "may_matter(pgbench select): " << per_call << " ns/call\n";
-  EXPECT_LT(per_call, 2000.0);  // generous: shared CI machines, sanitizer builds
+  EXPECT_LT(per_call, 5000.0);  // generous: loaded shared machines, sanitizer builds
 }
 
 }  // namespace
