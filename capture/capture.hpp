@@ -29,6 +29,12 @@ struct CaptureConfig {
   std::string enrich_identity_sql;    // optional, $1 schema $2 table -> resource_identity, version
   std::string enrich_provenance_sql;  // optional, $1 schema $2 table -> provenance columns
   std::string actor = "predrop";
+  // Added by capture/: bounds on predrop's own statements and the store's pool.
+  int store_pool_size = 2;                 // store connections, separate from pool_size
+  int capture_statement_timeout_ms = 5000; // catalog reads never wait on a table lock: lock_timeout
+  int capture_lock_timeout_ms = 500;       // is set too, but catalog reads take none
+  int store_statement_timeout_ms = 10000;
+  std::chrono::milliseconds default_deadline{30000};  // when a request carries no deadline
 };
 
 // What the proxy saw a statement destroy, in capture's own terms (capture does not know parser/).
@@ -97,6 +103,14 @@ struct PendingOutcome {
 
 struct CaptureStats {
   uint64_t pool_idle = 0, pool_busy = 0, queued = 0;
+  // Added by capture/: counters since start.
+  uint64_t catalog_queries = 0;      // catalog + pg_stats statements sent to capture connections
+  uint64_t enrich_queries = 0;
+  uint64_t store_statements = 0;
+  uint64_t capture_connections_opened = 0;
+  uint64_t snapshots_written = 0;
+  uint64_t timeouts = 0;
+  uint64_t in_flight = 0;            // requests accepted, done() not yet called
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;

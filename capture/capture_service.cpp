@@ -1,0 +1,437 @@
+// CaptureService: one event-loop thread drives every capture and store connection through
+// libpq's non-blocking API. A request goes: capture connection (bounded pool, per database) ->
+// one batched catalog query -> one bounded pg_stats query -> optional enrichment -> store
+// connection (its own bounded pool) -> one statement writing snapshots, dedup and ledger rows.
+// A timer per request enforces its deadline: done() runs once, with "timeout", and whatever
+// connection was busy for it is cancelled and closed.
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <set>
+#include <thread>
+
+#include "capture/capture.hpp"
+#include "capture/catalog_queries.hpp"
+#include "capture/conn_pool.hpp"
+#include "capture/pg_async.hpp"
+#include "capture/store_writer.hpp"
+
+namespace predrop::capture {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// One snapshot request in flight. Lives on the event-loop thread only.
+struct Job {
+  Job(asio::io_context& io, SnapshotRequest r, std::function<void(SnapshotResult)> d)
+      : req(std::move(r)), done(std::move(d)), timer(io) {}
+  SnapshotRequest req;
+  std::function<void(SnapshotResult)> done;
+  asio::steady_timer timer;
+  Clock::time_point started = Clock::now();
+  bool finished = false;
+  // What it waits for or holds right now (at most one of each).
+  ConnPool* waiting_pool = nullptr;
+  uint64_t ticket = 0;
+  std::shared_ptr<PgConn> conn;
+  ConnPool* conn_pool = nullptr;
+  // What it has learnt so far.
+  bool resolved = false;
+  CatalogResult catalog;
+  std::vector<WriteRow> rows;
+  double capture_ms = 0;
+};
+using JobPtr = std::shared_ptr<Job>;
+
+}  // namespace
+
+struct CaptureService::Impl {
+  explicit Impl(CaptureConfig c)
+      : cfg(std::move(c)),
+        work(asio::make_work_guard(io)),
+        capture_pool(io, cfg.pool_size, [this](const std::string& db) { return capture_params(db); }, "capture"),
+        store_pool(io, cfg.store_pool_size, [this](const std::string&) { return store_params(); }, "store") {
+    thread = std::thread([this] { io.run(); });
+  }
+
+  CaptureConfig cfg;
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  ConnPool capture_pool, store_pool;
+  std::thread thread;
+  std::optional<StoreSql> sql;
+  std::set<JobPtr> jobs;
+  std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> n_catalog{0}, n_enrich{0}, n_store{0}, n_written{0}, n_timeouts{0}, n_in_flight{0};
+  std::atomic<uint64_t> pool_idle{0}, pool_busy{0}, pool_queued{0}, pool_opened{0};
+
+  ConnectParams capture_params(const std::string& db) const {
+    return connect_params(cfg.capture_conninfo, db, "predrop-capture",
+                          "-c statement_timeout=" + std::to_string(cfg.capture_statement_timeout_ms) +
+                              " -c lock_timeout=" + std::to_string(cfg.capture_lock_timeout_ms) +
+                              " -c default_transaction_read_only=on");
+  }
+  ConnectParams store_params() const {
+    return connect_params(cfg.store_conninfo, "", "predrop-store",
+                          "-c statement_timeout=" + std::to_string(cfg.store_statement_timeout_ms) +
+                              " -c lock_timeout=2000");
+  }
+
+  void publish() {
+    pool_idle = capture_pool.idle();
+    pool_busy = capture_pool.busy();
+    pool_queued = capture_pool.queued();
+    pool_opened = capture_pool.opened();
+  }
+
+  // ---- connection handling for a job ----
+
+  void acquire(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next) {
+    job->waiting_pool = &pool;
+    job->ticket = pool.acquire(key, [this, job, &pool, next = std::move(next)](ConnPool::Conn conn, std::string err) {
+      job->waiting_pool = nullptr;
+      if (job->finished) {  // its deadline passed while the connection was being opened
+        if (conn) pool.release(conn, true);
+        return;
+      }
+      if (!conn) {
+        fail(job, &pool == &store_pool ? "store_error" : "capture_error", err);
+        return;
+      }
+      job->conn = std::move(conn);
+      job->conn_pool = &pool;
+      publish();
+      next();
+    });
+    publish();
+  }
+
+  void release(const JobPtr& job, bool reusable = true) {
+    if (!job->conn) return;
+    auto conn = std::move(job->conn);
+    job->conn = nullptr;
+    job->conn_pool->release(conn, reusable);
+    publish();
+  }
+
+  void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next) {
+    auto cb = [job, next = std::move(next)](PgResult r) {
+      if (job->finished) return;
+      next(std::move(r));
+    };
+    if (q.name) job->conn->exec_prepared(q.name, q.sql, q.params, std::move(cb));
+    else job->conn->exec(q.sql, q.params, std::move(cb));
+  }
+
+  // ---- the request ----
+
+  void start(JobPtr job) {
+    jobs.insert(job);
+    auto deadline = job->req.deadline == Clock::time_point{} ? job->started + cfg.default_deadline : job->req.deadline;
+    job->timer.expires_at(deadline);
+    job->timer.async_wait([this, job](const boost::system::error_code& ec) {
+      if (!ec) on_timeout(job);
+    });
+    if (job->req.targets.empty()) return write(job);
+    acquire(job, capture_pool, job->req.ctx.database, [this, job] { read_catalog(job); });
+  }
+
+  void read_catalog(const JobPtr& job) {
+    ++n_catalog;
+    run(job, catalog_query(job->req), [this, job](PgResult r) {
+      if (!r.ok()) return fail(job, "capture_error", "catalog: " + r.error);
+      job->catalog = parse_catalog(r, job->req.targets.size());
+      job->resolved = true;
+      auto& tables = job->catalog.tables;
+      for (auto& t : tables) {
+        std::vector<std::string> names;
+        for (const auto& c : t.snap.columns) names.push_back(c.name);
+        t.snap.schema_hash = schema_hash(std::move(names), cfg.hash_excluded);
+      }
+      mark_profile_skipped(tables, cfg.bounds);
+      read_stats(job);
+    });
+  }
+
+  void read_stats(const JobPtr& job) {
+    auto q = stats_query(job->catalog.tables, cfg.bounds, cfg.naive_array_split);
+    if (!q) return enrich(job, 0);
+    ++n_catalog;
+    run(job, *q, [this, job](PgResult r) {
+      if (!r.ok()) return fail(job, "capture_error", "pg_stats: " + r.error);
+      apply_stats(r, job->catalog.tables, cfg.bounds, cfg.naive_array_split);
+      enrich(job, 0);
+    });
+  }
+
+  // Enrichment is best effort: a failing or missing query never stops the snapshot.
+  void enrich(const JobPtr& job, int which) {
+    const std::string* user_sql = which == 0 ? &cfg.enrich_identity_sql : which == 1 ? &cfg.enrich_provenance_sql : nullptr;
+    if (!user_sql) {
+      release(job);
+      job->capture_ms = ms_since(job->started);
+      return write(job);
+    }
+    auto q = enrich_query(*user_sql, job->catalog.tables);
+    if (!q) return enrich(job, which + 1);
+    ++n_enrich;
+    run(job, *q, [this, job, which](PgResult r) {
+      if (r.ok()) apply_enrichment(r, job->catalog.tables);
+      else spdlog::debug("predrop enrichment query failed (snapshot goes on without it): {}", r.error);
+      enrich(job, which + 1);
+    });
+  }
+
+  // The rows this request writes: one per captured table, one per target that found nothing.
+  void build_rows(const JobPtr& job, const std::string& failure, const std::string& error) {
+    job->rows.clear();
+    const auto& req = job->req;
+    if (job->resolved) {
+      for (const auto& t : job->catalog.tables) {
+        WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid,
+                     failure.empty() ? "capture" : failure, error, &t};
+        job->rows.push_back(std::move(row));
+      }
+    }
+    for (size_t i = 0; i < req.targets.size(); ++i) {
+      if (job->resolved && job->catalog.target_found[i]) continue;
+      const auto& t = req.targets[i];
+      WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.empty() ? "table_missing" : failure, error, nullptr};
+      if (t.kind == "drop_schema") row.schema = t.name;
+      else if (t.kind != "drop_owned") row.schema = t.schema, row.table = t.name;
+      job->rows.push_back(std::move(row));
+    }
+  }
+
+  void write(const JobPtr& job) {
+    build_rows(job, "", "");
+    acquire(job, store_pool, "", [this, job] {
+      ensure_sql(*job->conn);
+      ++n_store;
+      BatchQuery q{nullptr, sql->write, write_params(job->rows, job->req.ctx, cfg, job->req.reason, job->capture_ms)};
+      run(job, q, [this, job](PgResult r) {
+        release(job);
+        if (!r.ok()) return fail(job, "store_error", r.error);
+        SnapshotResult res;
+        for (int i = 0; i < r.rows() && i < static_cast<int>(job->rows.size()); ++i) {
+          const WriteRow& row = job->rows[i];
+          TableResult t{row.schema, row.table, row.oid.value_or(0), row.outcome, "", row.event_id, row.error};
+          if (row.outcome == "capture") {
+            if (r.text(i, 1) == "t") {
+              t.outcome = "written";
+              t.snapshot_id = row.snapshot_id;
+              ++n_written;
+            } else {
+              t.outcome = "deduplicated";
+              t.snapshot_id = r.is_null(i, 2) ? "" : r.text(i, 2);
+            }
+          }
+          res.tables.push_back(std::move(t));
+        }
+        finish(job, std::move(res));
+      });
+    });
+  }
+
+  void ensure_sql(PgConn& conn) {
+    if (sql) return;
+    auto quoted = [&](const std::string& name) {
+      auto [schema, table] = split_qualified(name);
+      return conn.quote_ident(schema) + "." + conn.quote_ident(table);
+    };
+    sql = build_store_sql(quoted(cfg.store_table), quoted(cfg.events_table));
+  }
+
+  // ---- ends of a request ----
+
+  static void summarise(SnapshotResult& res) {
+    std::string failure, any_ok;
+    for (const auto& t : res.tables) {
+      if (t.outcome == "written") any_ok = "written";
+      else if (t.outcome == "deduplicated" && any_ok.empty()) any_ok = "deduplicated";
+      else if (t.outcome != "table_missing" && t.outcome != "deduplicated" && failure.empty()) {
+        failure = t.outcome;
+        res.error = t.error;
+      }
+    }
+    res.outcome = !failure.empty() ? failure : !any_ok.empty() ? any_ok : "table_missing";
+  }
+
+  void finish(const JobPtr& job, SnapshotResult res) {
+    if (job->finished) return;
+    job->finished = true;
+    job->timer.cancel();
+    jobs.erase(job);
+    --n_in_flight;
+    res.capture_ms = ms_since(job->started);
+    summarise(res);
+    try {
+      job->done(std::move(res));
+    } catch (const std::exception& e) {
+      spdlog::error("predrop capture callback threw: {}", e.what());
+    }
+  }
+
+  // A failure ends the request at once, then its ledger rows are written (best effort).
+  void fail(const JobPtr& job, const std::string& outcome, const std::string& error) {
+    if (job->finished) return;
+    if (outcome == "timeout") ++n_timeouts;
+    if (job->waiting_pool) {
+      job->waiting_pool->cancel(job->ticket);
+      job->waiting_pool = nullptr;
+    }
+    // A connection busy for this request may be stuck (a slow store, a lock): cancel and close it.
+    if (job->conn) release(job, !job->conn->busy());
+    spdlog::warn("predrop snapshot {} for {} target(s) in database '{}': {}", outcome, job->req.targets.size(),
+                 job->req.ctx.database, error);
+    build_rows(job, outcome, error);
+    SnapshotResult res;
+    for (const auto& row : job->rows)
+      res.tables.push_back({row.schema, row.table, row.oid.value_or(0), row.outcome, "", row.event_id, row.error});
+    auto rows = job->rows;
+    finish(job, std::move(res));
+    write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, job->capture_ms);
+  }
+
+  void on_timeout(const JobPtr& job) { fail(job, "timeout", "deadline passed"); }
+
+  // ---- ledger-only and follow-up statements (no deadline of their own but statement_timeout) ----
+
+  void store_exec(std::function<BatchQuery()> make, std::string what) {
+    store_pool.acquire("", [this, make = std::move(make), what = std::move(what)](ConnPool::Conn conn, std::string err) {
+      if (!conn) return spdlog::warn("predrop {}: store unavailable: {}", what, err);
+      ensure_sql(*conn);
+      ++n_store;
+      BatchQuery q = make();
+      conn->exec(q.sql, q.params, [this, conn, what](PgResult r) {
+        if (!r.ok()) spdlog::warn("predrop {} failed: {}", what, r.error);
+        store_pool.release(conn, true);
+      });
+    });
+  }
+
+  void write_events(std::vector<WriteRow> rows, StatementContext ctx, std::string reason, std::optional<double> hold_ms,
+                    double capture_ms) {
+    if (rows.empty()) return;
+    store_exec(
+        [this, rows = std::move(rows), ctx = std::move(ctx), reason = std::move(reason), hold_ms, capture_ms] {
+          return BatchQuery{nullptr, sql->events, events_params(rows, ctx, cfg, reason, hold_ms, capture_ms)};
+        },
+        "ledger write");
+  }
+
+  void confirm(std::string database, std::vector<PendingOutcome> pending) {
+    if (pending.empty()) return;
+    capture_pool.acquire(database, [this, pending = std::move(pending)](ConnPool::Conn conn, std::string err) {
+      if (!conn) return spdlog::warn("predrop outcome check: {}", err);
+      std::vector<std::optional<std::string>> oids;
+      for (const auto& p : pending) oids.push_back(std::to_string(p.oid));
+      ++n_catalog;
+      conn->exec("SELECT o::bigint FROM unnest($1::oid[]) AS o WHERE EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = o)",
+                 {pg_array_literal(oids)}, [this, conn, pending](PgResult r) {
+                   capture_pool.release(conn, true);
+                   publish();
+                   if (!r.ok()) return spdlog::warn("predrop outcome check failed: {}", r.error);
+                   std::set<uint32_t> alive;
+                   for (int i = 0; i < r.rows(); ++i) alive.insert(static_cast<uint32_t>(std::stoul(r.text(i, 0))));
+                   std::vector<std::string> outcomes;
+                   for (const auto& p : pending) outcomes.push_back(alive.count(p.oid) ? "not_dropped" : "dropped");
+                   store_exec([this, pending, outcomes] { return BatchQuery{nullptr, sql->outcome, outcome_params(pending, outcomes)}; },
+                              "outcome update");
+                 });
+    });
+  }
+
+  void shutdown() {
+    for (auto job : std::set<JobPtr>(jobs)) fail(job, "capture_error", "capture service stopped");
+    capture_pool.close_all();
+    store_pool.close_all();
+    publish();
+  }
+};
+
+CaptureService::CaptureService(CaptureConfig cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {}
+
+CaptureService::~CaptureService() { stop(); }
+
+void CaptureService::snapshot(SnapshotRequest request, std::function<void(SnapshotResult)> done) {
+  if (impl_->stopped) {
+    SnapshotResult r;
+    r.outcome = "capture_error";
+    r.error = "capture service stopped";
+    done(std::move(r));
+    return;
+  }
+  ++impl_->n_in_flight;
+  auto job = std::make_shared<Job>(impl_->io, std::move(request), std::move(done));
+  asio::post(impl_->io, [impl = impl_.get(), job] { impl->start(job); });
+}
+
+void CaptureService::record_event(EventRecord event) {
+  if (impl_->stopped) return;
+  asio::post(impl_->io, [impl = impl_.get(), event = std::move(event)] {
+    WriteRow row{"", new_uuid(), event.schema, event.table, std::nullopt, event.outcome, event.error, nullptr};
+    impl->write_events({row}, event.ctx, "pre_drop", event.hold_ms, 0);
+  });
+}
+
+void CaptureService::confirm_outcomes(std::string database, std::vector<PendingOutcome> pending) {
+  if (impl_->stopped) return;
+  asio::post(impl_->io, [impl = impl_.get(), database = std::move(database), pending = std::move(pending)]() mutable {
+    impl->confirm(std::move(database), std::move(pending));
+  });
+}
+
+void CaptureService::mark_hold(const std::vector<TableResult>& tables, double hold_ms) {
+  if (impl_->stopped) return;
+  std::vector<std::string> snapshot_ids, event_ids;
+  for (const auto& t : tables) {
+    if (!t.snapshot_id.empty() && t.outcome == "written") snapshot_ids.push_back(t.snapshot_id);
+    if (!t.event_id.empty()) event_ids.push_back(t.event_id);
+  }
+  if (snapshot_ids.empty() && event_ids.empty()) return;
+  asio::post(impl_->io, [impl = impl_.get(), snapshot_ids, event_ids, hold_ms] {
+    impl->store_exec([impl, snapshot_ids, event_ids, hold_ms] {
+      return BatchQuery{nullptr, impl->sql->hold, hold_params(snapshot_ids, event_ids, hold_ms)};
+    }, "hold update");
+  });
+}
+
+CaptureStats CaptureService::stats() const {
+  CaptureStats s;
+  s.pool_idle = impl_->pool_idle;
+  s.pool_busy = impl_->pool_busy;
+  s.queued = impl_->pool_queued;
+  s.capture_connections_opened = impl_->pool_opened;
+  s.catalog_queries = impl_->n_catalog;
+  s.enrich_queries = impl_->n_enrich;
+  s.store_statements = impl_->n_store;
+  s.snapshots_written = impl_->n_written;
+  s.timeouts = impl_->n_timeouts;
+  s.in_flight = impl_->n_in_flight;
+  return s;
+}
+
+void CaptureService::stop() {
+  if (!impl_ || impl_->stopped.exchange(true)) return;
+  asio::post(impl_->io, [impl = impl_.get()] {
+    impl->shutdown();
+    impl->work.reset();
+    impl->io.stop();
+  });
+  if (impl_->thread.joinable()) {
+    if (impl_->thread.get_id() == std::this_thread::get_id()) impl_->thread.detach();
+    else impl_->thread.join();
+  }
+}
+
+}  // namespace predrop::capture

@@ -1,0 +1,243 @@
+#include "capture/catalog_queries.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
+
+namespace predrop::capture {
+
+namespace {
+
+// Relation kinds a snapshot covers: tables, partitioned tables, matviews, foreign tables, views.
+constexpr const char* kCatalogSql = R"SQL(
+WITH RECURSIVE t AS (
+  SELECT * FROM unnest($1::text[], $2::name[], $3::name[]) WITH ORDINALITY AS t(kind, sch, nm, tord)
+), sp AS (
+  SELECT * FROM unnest($4::name[]) WITH ORDINALITY AS sp(nsp, pord)
+), roots AS (
+  -- schema-qualified relation names
+  SELECT t.tord, c.oid
+    FROM t JOIN pg_namespace n ON n.nspname = t.sch
+           JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.nm
+   WHERE t.kind NOT IN ('drop_schema', 'drop_owned') AND t.sch <> ''
+  UNION ALL
+  -- unqualified: the first schema of the path holding a relation of that name, of any kind,
+  -- exactly as the server's lookup does (an index found first means no table is dropped)
+  SELECT u.tord, u.oid FROM (
+    SELECT DISTINCT ON (t.tord) t.tord, c.oid
+      FROM t JOIN sp ON true
+             JOIN pg_namespace n ON n.nspname = sp.nsp
+             JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.nm
+     WHERE t.kind NOT IN ('drop_schema', 'drop_owned') AND t.sch = ''
+     ORDER BY t.tord, sp.pord) u
+  UNION ALL
+  -- DROP SCHEMA: every relation in it
+  SELECT t.tord, c.oid
+    FROM t JOIN pg_namespace n ON n.nspname = t.nm
+           JOIN pg_class c ON c.relnamespace = n.oid
+   WHERE t.kind = 'drop_schema'
+  UNION ALL
+  -- DROP OWNED BY: every relation the roles own, temp and system schemas aside
+  SELECT t.tord, c.oid
+    FROM t JOIN pg_class c ON c.relowner IN (SELECT r.oid FROM pg_roles r WHERE r.rolname = ANY ($5::name[]))
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE t.kind = 'drop_owned'
+     AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
+     AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+), tree AS (
+  SELECT tord, oid FROM roots
+  UNION
+  -- a partitioned table's partitions go with it, to any depth
+  SELECT tree.tord, i.inhrelid
+    FROM tree JOIN pg_class p ON p.oid = tree.oid AND p.relkind = 'p'
+              JOIN pg_inherits i ON i.inhparent = tree.oid
+)
+SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
+       CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,
+       a.attnum, a.attname, format_type(a.atttypid, a.atttypmod)
+  FROM tree
+  JOIN pg_class c ON c.oid = tree.oid AND c.relkind IN ('r', 'p', 'm', 'f', 'v')
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+ ORDER BY tree.tord, c.oid, a.attnum
+)SQL";
+
+// Proper mode: slice to $3 entries and clip each to $4 characters on the server, so only the
+// bounded profile crosses the wire. anyarray has no direct cast to text[]; via text it has.
+constexpr const char* kStatsProperSql = R"SQL(
+SELECT s.schemaname, s.tablename, s.attname, s.null_frac, s.n_distinct,
+       ARRAY(SELECT left(u.v, $4::int)
+               FROM unnest((s.most_common_vals::text::text[])[1:$3::int]) WITH ORDINALITY AS u(v, o)
+              ORDER BY u.o),
+       ARRAY(SELECT left(u.v, $4::int)
+               FROM unnest((s.histogram_bounds::text::text[])[1:$3::int]) WITH ORDINALITY AS u(v, o)
+              ORDER BY u.o)
+  FROM pg_stats s
+  JOIN unnest($1::name[], $2::name[]) AS t(sch, tbl) ON s.schemaname = t.sch AND s.tablename = t.tbl
+ ORDER BY s.schemaname, s.tablename, s.inherited DESC, s.attname
+)SQL";
+
+// Naive (reference-compatible) mode: the reference splits the full text on commas and keeps the
+// first N parts; every element yields at least one part, so the first N elements' text holds
+// them all. Values are clipped per part on our side, as the reference does.
+constexpr const char* kStatsNaiveSql = R"SQL(
+SELECT s.schemaname, s.tablename, s.attname, s.null_frac, s.n_distinct,
+       (s.most_common_vals::text::text[])[1:$3::int]::text,
+       (s.histogram_bounds::text::text[])[1:$3::int]::text
+  FROM pg_stats s
+  JOIN unnest($1::name[], $2::name[]) AS t(sch, tbl) ON s.schemaname = t.sch AND s.tablename = t.tbl
+ ORDER BY s.schemaname, s.tablename, s.inherited DESC, s.attname
+)SQL";
+
+std::optional<double> to_double(const std::optional<std::string>& s) {
+  if (!s) return std::nullopt;
+  return std::strtod(s->c_str(), nullptr);
+}
+
+bool is_relation_kind(const std::string& kind) { return kind != "drop_schema" && kind != "drop_owned"; }
+
+}  // namespace
+
+BatchQuery catalog_query(const SnapshotRequest& req) {
+  std::vector<std::optional<std::string>> kinds, schemas, names, path, roles;
+  for (const auto& t : req.targets) {
+    kinds.push_back(t.kind);
+    schemas.push_back(is_relation_kind(t.kind) ? t.schema : "");
+    names.push_back(t.name);
+    for (const auto& r : t.roles) roles.push_back(r);
+  }
+  bool has_catalog = false;
+  std::vector<std::optional<std::string>> listed;
+  for (const auto& s : req.search_path) {
+    std::string nsp = s == "$user" ? req.ctx.session_user : s;
+    if (nsp.empty() || nsp.rfind("pg_temp", 0) == 0) continue;  // the client's temp schema is not ours to see
+    if (nsp == "pg_catalog") has_catalog = true;
+    listed.push_back(nsp);
+  }
+  if (!has_catalog) path.push_back(std::string("pg_catalog"));
+  path.insert(path.end(), listed.begin(), listed.end());
+  return {"predrop_catalog_v1", kCatalogSql,
+          {pg_array_literal(kinds), pg_array_literal(schemas), pg_array_literal(names), pg_array_literal(path),
+           pg_array_literal(roles)}};
+}
+
+CatalogResult parse_catalog(const PgResult& r, size_t target_count) {
+  CatalogResult out;
+  out.target_found.assign(target_count, false);
+  std::map<uint32_t, size_t> by_oid;
+  for (int i = 0; i < r.rows(); ++i) {
+    int target = std::atoi(r.text(i, 0).c_str()) - 1;
+    uint32_t oid = static_cast<uint32_t>(std::strtoul(r.text(i, 1).c_str(), nullptr, 10));
+    if (target >= 0 && static_cast<size_t>(target) < target_count) out.target_found[target] = true;
+    auto [it, fresh] = by_oid.try_emplace(oid, out.tables.size());
+    if (fresh) {
+      CapturedTable t;
+      t.snap.table_oid = oid;
+      t.snap.schema_name = r.text(i, 2);
+      t.snap.table_name = r.text(i, 3);
+      t.relkind = r.text(i, 4).empty() ? 'r' : r.text(i, 4)[0];
+      if (!r.is_null(i, 5)) t.snap.row_count_estimate = std::strtoll(r.text(i, 5).c_str(), nullptr, 10);
+      out.tables.push_back(std::move(t));
+    }
+    CapturedTable& t = out.tables[it->second];
+    if (std::find(t.target_indexes.begin(), t.target_indexes.end(), target) == t.target_indexes.end())
+      t.target_indexes.push_back(target);
+    // Rows arrive ordered by target, OID, attnum: the table's first target carries its columns;
+    // a NULL attnum is a relation without columns.
+    if (r.is_null(i, 6) || t.target_indexes.front() != target) continue;
+    ColumnProfile c;
+    c.ordinal = std::atoi(r.text(i, 6).c_str());
+    c.name = r.text(i, 7);
+    c.pg_type = r.text(i, 8);
+    t.snap.columns.push_back(std::move(c));
+  }
+  return out;
+}
+
+void mark_profile_skipped(std::vector<CapturedTable>& tables, const ProfileBounds& bounds) {
+  for (auto& t : tables)
+    t.snap.profile_skipped = static_cast<int>(t.snap.columns.size()) > bounds.max_columns;
+}
+
+std::optional<BatchQuery> stats_query(const std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive) {
+  std::vector<std::optional<std::string>> schemas, names;
+  for (const auto& t : tables) {
+    if (t.relkind == 'v' || t.snap.profile_skipped || t.snap.columns.empty()) continue;  // views have no stats
+    schemas.push_back(t.snap.schema_name);
+    names.push_back(t.snap.table_name);
+  }
+  if (names.empty()) return std::nullopt;
+  BatchQuery q{naive ? "predrop_stats_naive_v1" : "predrop_stats_proper_v1", naive ? kStatsNaiveSql : kStatsProperSql,
+               {pg_array_literal(schemas), pg_array_literal(names), std::to_string(bounds.max_values)}};
+  if (!naive) q.params.push_back(std::to_string(bounds.max_value_chars));  // naive clips per part, client-side
+  return q;
+}
+
+void apply_stats(const PgResult& r, std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive) {
+  std::map<std::pair<std::string, std::string>, CapturedTable*> by_name;
+  for (auto& t : tables)
+    if (t.relkind != 'v' && !t.snap.profile_skipped) by_name[{t.snap.schema_name, t.snap.table_name}] = &t;
+  for (int i = 0; i < r.rows(); ++i) {
+    auto it = by_name.find({r.text(i, 0), r.text(i, 1)});
+    if (it == by_name.end()) continue;
+    CapturedTable& t = *it->second;
+    t.snap.stats_available = true;
+    std::string att = r.text(i, 2);
+    // Keyed by name; later rows win (non-inherited rows sort last), as in the reference.
+    for (auto& c : t.snap.columns) {
+      if (c.name != att) continue;
+      c.null_frac = to_double(r.opt(i, 3));
+      c.n_distinct = to_double(r.opt(i, 4));
+      c.most_common_vals = r.is_null(i, 5) ? std::vector<std::string>{} : parse_pg_array(r.text(i, 5), bounds, naive);
+      c.histogram_sample = r.is_null(i, 6) ? std::vector<std::string>{} : parse_pg_array(r.text(i, 6), bounds, naive);
+    }
+  }
+}
+
+std::optional<BatchQuery> enrich_query(const std::string& user_sql, const std::vector<CapturedTable>& tables) {
+  std::string sql = user_sql;
+  while (!sql.empty() && (sql.back() == ';' || std::isspace(static_cast<unsigned char>(sql.back())))) sql.pop_back();
+  if (sql.empty() || tables.empty()) return std::nullopt;
+  // $1/$2 become the LATERAL list's columns, so one round trip serves every table.
+  static const std::regex p1(R"(\$1(?![0-9]))"), p2(R"(\$2(?![0-9]))");
+  sql = std::regex_replace(sql, p1, "predrop_t.sch");
+  sql = std::regex_replace(sql, p2, "predrop_t.tbl");
+  std::vector<std::optional<std::string>> schemas, names;
+  for (const auto& t : tables) {
+    schemas.push_back(t.snap.schema_name);
+    names.push_back(t.snap.table_name);
+  }
+  return BatchQuery{nullptr,
+                    "SELECT predrop_t.ord, predrop_e.* FROM unnest($1::text[], $2::text[]) WITH ORDINALITY "
+                    "AS predrop_t(sch, tbl, ord) LEFT JOIN LATERAL (" + sql + "\n) predrop_e ON true ORDER BY predrop_t.ord",
+                    {pg_array_literal(schemas), pg_array_literal(names)}};
+}
+
+void apply_enrichment(const PgResult& r, std::vector<CapturedTable>& tables) {
+  auto text = [&](int row, const char* col) -> std::optional<std::string> {
+    int c = r.column(col);
+    if (c < 0 || r.is_null(row, c)) return std::nullopt;
+    return r.text(row, c);
+  };
+  std::set<int> seen;
+  for (int i = 0; i < r.rows(); ++i) {
+    int idx = std::atoi(r.text(i, 0).c_str()) - 1;
+    if (idx < 0 || static_cast<size_t>(idx) >= tables.size() || !seen.insert(idx).second) continue;  // first row wins
+    Enrichment& e = tables[idx].enrich;
+    if (auto v = text(i, "resource_identity")) e.resource_identity = v;
+    if (auto v = text(i, "version")) {
+      char* end = nullptr;
+      long n = std::strtol(v->c_str(), &end, 10);
+      if (end && *end == '\0' && !v->empty()) e.version = static_cast<int>(n);
+    }
+    if (auto v = text(i, "parser_version")) e.parser_version = v;
+    if (auto v = text(i, "normalization_version")) e.normalization_version = v;
+    if (auto v = text(i, "layout_profile")) e.layout_profile = v;
+    if (auto v = text(i, "header_quality")) e.header_quality = v;
+    if (auto v = text(i, "is_truncated")) e.is_truncated = (*v == "t" || *v == "true" || *v == "1");
+  }
+}
+
+}  // namespace predrop::capture

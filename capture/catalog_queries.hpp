@@ -1,0 +1,61 @@
+// The catalog reads of a capture, batched: one query resolves every target (search_path,
+// DROP SCHEMA, DROP OWNED, partitions) and returns columns, reltuples, OID and relkind; one
+// pg_stats query, bounded server-side, profiles them all; one optional enrichment query.
+// Nothing here reads a table's data or takes a lock on it: only pg_class, pg_attribute,
+// pg_namespace, pg_inherits, pg_roles and the pg_stats view are read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/capture.hpp"
+#include "capture/pg_async.hpp"
+#include "capture/snapshot.hpp"
+
+namespace predrop::capture {
+
+// Best-effort values from the configured enrichment queries.
+struct Enrichment {
+  std::optional<std::string> resource_identity;
+  std::optional<int> version;
+  std::optional<std::string> parser_version, normalization_version, layout_profile, header_quality;
+  std::optional<bool> is_truncated;
+};
+
+struct CapturedTable {
+  Snapshot snap;
+  char relkind = 'r';
+  std::vector<int> target_indexes;  // which request targets reached it (0-based)
+  Enrichment enrich;
+};
+
+struct BatchQuery {
+  const char* name;  // prepared statement name; nullptr: run unprepared
+  std::string sql;
+  Params params;
+};
+
+// Targets, in order, with unqualified names resolved through search_path ("$user" is the
+// session user; pg_catalog first unless listed, as the server does; temp schemas ignored).
+BatchQuery catalog_query(const SnapshotRequest& request);
+
+struct CatalogResult {
+  std::vector<CapturedTable> tables;  // one per OID, in first-target order
+  std::vector<bool> target_found;     // per target: reached at least one capturable relation
+};
+CatalogResult parse_catalog(const PgResult& r, size_t target_count);
+
+// pg_stats for the tables that get a profile (not views, not above bounds.max_columns).
+// Empty when there is none. Arrays are sliced and values clipped by the server.
+std::optional<BatchQuery> stats_query(const std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive);
+void apply_stats(const PgResult& r, std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive);
+// Marks tables above max_columns (profile_skipped) — no stats read for them.
+void mark_profile_skipped(std::vector<CapturedTable>& tables, const ProfileBounds& bounds);
+
+// The user's query (with $1 schema, $2 table) run for every table in one round trip, as a
+// LATERAL join over the list. Empty user SQL gives nullopt.
+std::optional<BatchQuery> enrich_query(const std::string& user_sql, const std::vector<CapturedTable>& tables);
+void apply_enrichment(const PgResult& r, std::vector<CapturedTable>& tables);
+
+}  // namespace predrop::capture

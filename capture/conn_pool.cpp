@@ -1,0 +1,133 @@
+#include "capture/conn_pool.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace predrop::capture {
+
+ConnPool::ConnPool(boost::asio::io_context& io, int max_total, ParamsFn params, std::string what)
+    : io_(io), max_total_(max_total < 1 ? 1 : max_total), params_(std::move(params)), what_(std::move(what)) {}
+
+uint64_t ConnPool::acquire(const std::string& key, AcquireFn fn) {
+  uint64_t t = next_ticket_++;
+  waiters_.push_back({t, key, std::move(fn)});
+  // Served from the event loop, so a caller never re-enters itself.
+  boost::asio::post(io_, [this] { pump(); });
+  return t;
+}
+
+void ConnPool::cancel(uint64_t ticket) {
+  if (auto o = opening_.find(ticket); o != opening_.end()) {
+    o->second->fn = nullptr;
+    opening_.erase(o);
+    return;
+  }
+  for (auto it = waiters_.begin(); it != waiters_.end(); ++it)
+    if (it->ticket == ticket) {
+      waiters_.erase(it);
+      return;
+    }
+}
+
+void ConnPool::release(Conn conn, bool reusable) {
+  if (!conn) return;
+  if (reusable && !closed_ && !conn->busy()) {
+    idle_.push_back(std::move(conn));
+  } else {
+    conn->kill();
+    --open_;
+  }
+  pump();
+}
+
+void ConnPool::close_all() {
+  closed_ = true;
+  for (auto& c : idle_) c->kill();
+  open_ -= idle_.size();
+  idle_.clear();
+  waiters_.clear();
+  opening_.clear();
+}
+
+void ConnPool::pump() {
+  if (closed_) return;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    // An idle connection to the same database: reuse it if the server has not closed it.
+    bool served = false;
+    for (auto c = idle_.begin(); c != idle_.end();) {
+      if ((*c)->key() != it->key) {
+        ++c;
+        continue;
+      }
+      Conn conn = *c;
+      c = idle_.erase(c);
+      if (!conn->healthy()) {
+        conn->kill();
+        --open_;
+        continue;
+      }
+      auto fn = std::move(it->fn);
+      it = waiters_.erase(it);
+      fn(std::move(conn), "");
+      served = true;
+      break;
+    }
+    if (served) continue;
+    if (open_ >= static_cast<size_t>(max_total_) && !idle_.empty()) {
+      // At the bound, but another database's connection sits idle: evict it.
+      idle_.front()->kill();
+      idle_.erase(idle_.begin());
+      --open_;
+    }
+    if (open_ < static_cast<size_t>(max_total_)) {
+      Waiter w = std::move(*it);
+      it = waiters_.erase(it);
+      open_for(std::move(w));
+      continue;
+    }
+    ++it;  // keep its place in the queue
+  }
+}
+
+void ConnPool::open_for(Waiter w) {
+  ++open_;
+  ++opened_;
+  auto conn = std::make_shared<PgConn>(io_, w.key);
+  // The waiter may be cancelled (its deadline passed) while the connection is opening; then
+  // the fresh connection simply goes idle for the next request.
+  uint64_t ticket = w.ticket;
+  auto holder = std::make_shared<Waiter>(std::move(w));
+  opening_[ticket] = holder;
+  // Libpq's connect_timeout is not enforced in non-blocking mode, so bound the attempt here.
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_, connect_timeout_);
+  auto finished = std::make_shared<bool>(false);
+  auto complete = [this, conn, holder, ticket, timer, finished](PgResult r) {
+    if (*finished) return;
+    *finished = true;
+    timer->cancel();
+    opening_.erase(ticket);
+    if (closed_) {
+      conn->kill();
+      --open_;
+      return;
+    }
+    if (!r.ok()) {
+      conn->kill();
+      --open_;
+      spdlog::warn("predrop {} connection to database '{}' failed: {}", what_, holder->key, r.error);
+      if (holder->fn) holder->fn(nullptr, r.error);
+      pump();
+      return;
+    }
+    if (holder->fn) holder->fn(conn, "");
+    else release(conn, true);
+  };
+  timer->async_wait([complete](const boost::system::error_code& ec) {
+    if (!ec) complete(PgResult{nullptr, "connection attempt timed out"});
+  });
+  conn->connect(params_(holder->key), complete);
+}
+
+}  // namespace predrop::capture

@@ -1,0 +1,235 @@
+#include "capture/store_writer.hpp"
+
+#include <openssl/rand.h>
+
+#include <cstdio>
+#include <random>
+
+namespace predrop::capture {
+
+namespace {
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+}
+
+// $1..$20 are per-row arrays; $21.. are the request's scalars.
+constexpr const char* kWriteSql = R"SQL(
+WITH i AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::int[],
+                       $8::bigint[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[], $14::int[],
+                       $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::text[])
+    WITH ORDINALITY AS i(sid, eid, schema_name, table_name, table_oid, pre_outcome, column_count,
+                         row_count_estimate, schema_hash, columns_profile, stats_available, extra,
+                         resource_identity, version, parser_version, normalization_version,
+                         layout_profile, header_quality, is_truncated, error, ord)
+), d AS (
+  -- de-duplication window: the same (database, schema, table, hash) captured within $21 seconds;
+  -- rows the reference application wrote (no database_name) count too
+  SELECT DISTINCT ON (i.ord) i.ord, s.id
+    FROM i JOIN @STORE@ s ON s.schema_name = i.schema_name AND s.table_name = i.table_name
+                         AND s.schema_hash = i.schema_hash
+   WHERE i.pre_outcome = 'capture' AND $21::int > 0
+     AND (s.database_name = $22 OR s.database_name IS NULL)
+     AND s.captured_at > now() - make_interval(secs => $21::int)
+   ORDER BY i.ord, s.captured_at DESC
+), w AS (
+  INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
+                       row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
+                       normalization_version, layout_profile, header_quality, is_truncated, database_name,
+                       table_oid, statement_kind, statement, session_user_name, application_name, client_addr,
+                       capture_ms)
+  SELECT i.sid, i.schema_name, i.table_name, i.resource_identity, i.version, $23, $24, i.column_count,
+         i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available, i.extra::jsonb,
+         i.parser_version, i.normalization_version, i.layout_profile, i.header_quality, i.is_truncated, $22,
+         i.table_oid, $25, $26, $27, $28, $29, $30::float8
+    FROM i
+   WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
+  RETURNING id
+), e AS (
+  INSERT INTO @EVENTS@ (id, outcome, snapshot_id, error, database_name, schema_name, table_name, table_oid,
+                        statement_kind, statement, fingerprint, session_user_name, application_name, client_addr,
+                        reason, actor, capture_ms)
+  SELECT i.eid,
+         CASE WHEN w.id IS NOT NULL THEN 'written' WHEN d.id IS NOT NULL THEN 'deduplicated' ELSE i.pre_outcome END,
+         coalesce(w.id, d.id), i.error, $22, i.schema_name, i.table_name, i.table_oid, $25, $26, $31, $27, $28, $29,
+         $23, $24, $30::float8
+    FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
+  RETURNING id
+)
+SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e)
+  FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
+ ORDER BY i.ord
+)SQL";
+
+constexpr const char* kEventsSql = R"SQL(
+INSERT INTO @EVENTS@ (id, outcome, error, schema_name, table_name, table_oid, snapshot_id, database_name,
+                      statement_kind, statement, fingerprint, session_user_name, application_name, client_addr,
+                      reason, actor, hold_ms, capture_ms)
+SELECT i.eid, i.outcome, i.error, i.schema_name, i.table_name, i.table_oid, i.sid, $8, $9, $10, $11, $12, $13, $14,
+       $15, $16, $17::float8, $18::float8
+  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::uuid[])
+       AS i(eid, outcome, error, schema_name, table_name, table_oid, sid)
+)SQL";
+
+constexpr const char* kHoldSql = R"SQL(
+WITH a AS (UPDATE @STORE@ SET hold_ms = $3::float8 WHERE id = ANY ($1::uuid[]) RETURNING 1),
+     b AS (UPDATE @EVENTS@ SET hold_ms = $3::float8 WHERE id = ANY ($2::uuid[]) RETURNING 1)
+SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b)
+)SQL";
+
+constexpr const char* kOutcomeSql = R"SQL(
+WITH u AS (
+  SELECT NULLIF(sid, '')::uuid AS sid, NULLIF(eid, '')::uuid AS eid, outcome
+    FROM unnest($1::text[], $2::text[], $3::text[]) AS u(sid, eid, outcome)
+), a AS (
+  UPDATE @STORE@ s SET drop_outcome = u.outcome, outcome_at = now() FROM u WHERE s.id = u.sid RETURNING 1
+), b AS (
+  UPDATE @EVENTS@ e SET drop_outcome = u.outcome, outcome_at = now()
+    FROM u WHERE e.id = u.eid OR (u.eid IS NULL AND e.snapshot_id = u.sid)
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b)
+)SQL";
+
+using Column = std::vector<std::optional<std::string>>;
+
+std::optional<std::string> clip(const std::optional<std::string>& s, int n) {
+  if (!s) return std::nullopt;
+  return clip_chars(*s, n);
+}
+
+std::optional<std::string> opt_text(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", ms);
+  return buf;
+}
+
+}  // namespace
+
+StoreSql build_store_sql(const std::string& store, const std::string& events) {
+  StoreSql s{kWriteSql, kEventsSql, kHoldSql, kOutcomeSql};
+  for (auto* sql : {&s.write, &s.events, &s.hold, &s.outcome}) {
+    replace_all(*sql, "@STORE@", store);
+    replace_all(*sql, "@EVENTS@", events);
+  }
+  return s;
+}
+
+Params write_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
+                    const std::string& reason, double capture_ms) {
+  std::vector<Column> cols(20);
+  for (const auto& r : rows) {
+    const CapturedTable* t = r.captured;
+    const Enrichment* e = t ? &t->enrich : nullptr;
+    auto bool_text = [](std::optional<bool> b) -> std::optional<std::string> {
+      if (!b) return std::nullopt;
+      return std::string(*b ? "t" : "f");
+    };
+    cols[0].push_back(opt_text(r.snapshot_id));
+    cols[1].push_back(r.event_id);
+    cols[2].push_back(opt_text(r.schema));
+    cols[3].push_back(opt_text(r.table));
+    cols[4].push_back(r.oid ? std::optional<std::string>(std::to_string(*r.oid)) : std::nullopt);
+    cols[5].push_back(r.outcome);
+    cols[6].push_back(t ? std::optional<std::string>(std::to_string(t->snap.columns.size())) : std::nullopt);
+    cols[7].push_back(t && t->snap.row_count_estimate ? std::optional<std::string>(std::to_string(*t->snap.row_count_estimate))
+                                                      : std::nullopt);
+    cols[8].push_back(t ? std::optional<std::string>(t->snap.schema_hash) : std::nullopt);
+    cols[9].push_back(t ? std::optional<std::string>(columns_profile_json(t->snap.columns)) : std::nullopt);
+    cols[10].push_back(t ? bool_text(t->snap.stats_available) : std::nullopt);
+    // extra stays NULL unless there is something to say, as the reference writes it.
+    cols[11].push_back(t && t->snap.profile_skipped ? std::optional<std::string>(R"({"profile_skipped":"too_many_columns"})")
+                                                    : std::nullopt);
+    // Enrichment values wider than the reference's columns are clipped, never allowed to fail the row.
+    cols[12].push_back(e ? clip(e->resource_identity, 512) : std::nullopt);
+    cols[13].push_back(e && e->version ? std::optional<std::string>(std::to_string(*e->version)) : std::nullopt);
+    cols[14].push_back(e ? clip(e->parser_version, 40) : std::nullopt);
+    cols[15].push_back(e ? clip(e->normalization_version, 40) : std::nullopt);
+    cols[16].push_back(e ? clip(e->layout_profile, 40) : std::nullopt);
+    cols[17].push_back(e ? clip(e->header_quality, 20) : std::nullopt);
+    cols[18].push_back(e ? bool_text(e->is_truncated) : std::nullopt);
+    cols[19].push_back(opt_text(r.error));
+  }
+  Params p;
+  for (const auto& c : cols) p.push_back(pg_array_literal(c));
+  p.push_back(std::to_string(cfg.dedup_window_s));   // $21
+  p.push_back(ctx.database);                          // $22
+  p.push_back(clip_chars(reason, 128));               // $23
+  p.push_back(clip_chars(cfg.actor, 128));            // $24
+  p.push_back(opt_text(ctx.statement_kind));          // $25
+  p.push_back(opt_text(ctx.statement));               // $26
+  p.push_back(opt_text(ctx.session_user));            // $27
+  p.push_back(opt_text(ctx.application_name));        // $28
+  p.push_back(opt_text(ctx.client_addr));             // $29
+  p.push_back(ms_text(capture_ms));                   // $30
+  p.push_back(opt_text(ctx.fingerprint));             // $31
+  return p;
+}
+
+Params events_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
+                     const std::string& reason, std::optional<double> hold_ms, double capture_ms) {
+  std::vector<Column> cols(7);
+  for (const auto& r : rows) {
+    cols[0].push_back(r.event_id);
+    cols[1].push_back(r.outcome);
+    cols[2].push_back(opt_text(r.error));
+    cols[3].push_back(opt_text(r.schema));
+    cols[4].push_back(opt_text(r.table));
+    cols[5].push_back(r.oid ? std::optional<std::string>(std::to_string(*r.oid)) : std::nullopt);
+    cols[6].push_back(std::nullopt);
+  }
+  Params p;
+  for (const auto& c : cols) p.push_back(pg_array_literal(c));
+  p.push_back(opt_text(ctx.database));
+  p.push_back(opt_text(ctx.statement_kind));
+  p.push_back(opt_text(ctx.statement));
+  p.push_back(opt_text(ctx.fingerprint));
+  p.push_back(opt_text(ctx.session_user));
+  p.push_back(opt_text(ctx.application_name));
+  p.push_back(opt_text(ctx.client_addr));
+  p.push_back(clip_chars(reason, 128));
+  p.push_back(clip_chars(cfg.actor, 128));
+  p.push_back(hold_ms ? std::optional<std::string>(ms_text(*hold_ms)) : std::nullopt);
+  p.push_back(ms_text(capture_ms));
+  return p;
+}
+
+Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms) {
+  Column s, e;
+  for (const auto& id : snapshot_ids)
+    if (!id.empty()) s.push_back(id);
+  for (const auto& id : event_ids)
+    if (!id.empty()) e.push_back(id);
+  return {pg_array_literal(s), pg_array_literal(e), ms_text(hold_ms)};
+}
+
+Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes) {
+  Column s, e, o;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    s.push_back(pending[i].snapshot_id);
+    e.push_back(pending[i].event_id);
+    o.push_back(outcomes[i]);
+  }
+  return {pg_array_literal(s), pg_array_literal(e), pg_array_literal(o)};
+}
+
+std::string new_uuid() {
+  unsigned char b[16];
+  if (RAND_bytes(b, sizeof b) != 1) {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    for (auto& x : b) x = static_cast<unsigned char>(rng());
+  }
+  b[6] = (b[6] & 0x0F) | 0x40;  // version 4
+  b[8] = (b[8] & 0x3F) | 0x80;  // RFC 4122 variant
+  char out[37];
+  std::snprintf(out, sizeof out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return out;
+}
+
+}  // namespace predrop::capture

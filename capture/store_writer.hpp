@@ -1,0 +1,47 @@
+// The store's statements. A request's snapshots, its de-duplication check and its ledger rows
+// go in ONE statement (data-modifying CTEs): one round trip, atomic, no snapshot without its
+// ledger row. Ids are generated here, so results map back to rows without guessing.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/capture.hpp"
+#include "capture/catalog_queries.hpp"
+#include "capture/pg_async.hpp"
+
+namespace predrop::capture {
+
+// SQL texts with the (already quoted) snapshot and ledger table names filled in.
+struct StoreSql {
+  std::string write;     // snapshots + dedup + ledger
+  std::string events;    // ledger rows only
+  std::string hold;      // hold_ms onto snapshot and ledger rows
+  std::string outcome;   // drop_outcome onto snapshot and ledger rows
+};
+StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
+
+// One row of a write: a captured table (table != nullptr, outcome "capture") or a ledger-only row.
+struct WriteRow {
+  std::string snapshot_id;  // generated; used only when a snapshot is written
+  std::string event_id;     // generated
+  std::string schema, table;
+  std::optional<uint32_t> oid;
+  std::string outcome;      // capture | table_missing | timeout | capture_error | store_error | ...
+  std::string error;
+  const CapturedTable* captured = nullptr;
+};
+
+Params write_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
+                    const std::string& reason, double capture_ms);
+Params events_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
+                     const std::string& reason, std::optional<double> hold_ms, double capture_ms);
+Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms);
+// outcomes[i] is "dropped" or "not_dropped" for pending[i].
+Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes);
+
+// A random (version 4) UUID, as text.
+std::string new_uuid();
+
+}  // namespace predrop::capture
