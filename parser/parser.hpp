@@ -140,7 +140,8 @@ class SearchPathTracker {
   void release_savepoint(std::string_view name);
   void rollback_to_savepoint(std::string_view name);
   // Schemas to search, in order, with "$user" replaced by user and pg_temp dropped
-  // (temporary tables are out of scope); pg_catalog is not added.
+  // (temporary tables are out of scope) and later duplicates skipped, as the server does;
+  // pg_catalog is not added.
   std::vector<std::string> effective(std::string_view user) const;
   const std::vector<std::string>& current() const;
 
