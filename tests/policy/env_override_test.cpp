@@ -35,7 +35,6 @@ TEST(EnvOverride, InvalidValuesAreErrorsNamingTheVariable) {
   auto r = load_defaults();
   ASSERT_EQ(r.errors.size(), 2u) << test::errors_text(r.errors);
   EXPECT_EQ(r.config, nullptr);
-  // Table order: limits before upstream_tls? No: upstream_tls comes first in the key table.
   std::string all = test::errors_text(r.errors);
   EXPECT_NE(all.find("environment: PREDROP_LIMITS_MAX_CLIENTS: must be between 1 and 1000000, got 0"),
             std::string::npos)
