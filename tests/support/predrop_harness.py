@@ -45,6 +45,17 @@ class Predrop:
         self.pid = None
         return r.returncode == 0
 
+    def alive(self):
+        """True while the process runs (a zombie counts as dead)."""
+        if self.pid is None:
+            return False
+        try:
+            with open("/proc/%d/stat" % self.pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+
     def log_text(self):
         try:
             with open(self.log, errors="replace") as f:

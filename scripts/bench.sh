@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `make bench`: direct vs pgbouncer vs predrop on a throwaway PostgreSQL, side by side.
+#   scripts/bench.sh [BUILD_DIR]
+# Starts its own cluster (scripts/pg-cluster.sh), a pgbouncer 1.18 in session mode (perf-anchors.md
+# settings) and predrop, runs tests/bench/run-bench.sh (pgbench -S, COPY out/in, RSS with idle
+# clients) and prints the tables; everything it started is stopped at the end, whatever happens.
+# Tunables (environment): BENCH_SECONDS (default 15; use 3 while developing), BENCH_CLIENTS, BENCH_MODES,
+# BENCH_REPS, BENCH_SCALE, BENCH_COPY_MB, BENCH_COPY_REPS, BENCH_IDLE_STEPS, BENCH_SKIP ("pgbench copy
+# rss"), BENCH_PREDROP_ARGS, BENCH_KEEP=1 (keep the work dir). See tests/bench/run-bench.sh.
+set -euo pipefail
+BUILD_DIR=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$root/$BUILD_DIR;; esac
+export PREDROP_BIN=${PREDROP_BIN:-$BUILD_DIR/cli/predrop}
+[ -x "$PREDROP_BIN" ] || { echo "bench: $PREDROP_BIN not built (make build)" >&2; exit 1; }
+command -v pgbouncer >/dev/null || { echo "bench: pgbouncer not installed (scripts/install-deps.sh)" >&2; exit 1; }
+
+# 1000 idle clients through predrop mean 1000 client + 1000 upstream sockets.
+ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+work=$(mktemp -d /tmp/predrop-bench.XXXXXX)
+chmod 0755 "$work"
+export BENCH_WORK=$work
+PGB_PID="" PREDROP_PID=""
+cleanup() {
+  [ -n "$PREDROP_PID" ] && "$root/tests/support/stop-predrop.sh" "$PREDROP_PID" >/dev/null 2>&1 || true
+  [ -n "$PGB_PID" ] && "$root/tests/bench/pgbouncer.sh" stop "$PGB_PID" || true
+  "$root/scripts/pg-cluster.sh" stop "$work/pg" || true
+  if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "bench: work dir kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "bench: cluster in $work/pg"
+"$root/scripts/pg-cluster.sh" start "$work/pg" >/dev/null
+set -a; . "$work/pg/env"; set +a
+# perf-anchors.md: max_wal_size=4GB; 1000 idle clients through predrop need 1000 backends.
+psql -X -q -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres \
+  -c "ALTER SYSTEM SET max_connections = 1200" -c "ALTER SYSTEM SET max_wal_size = '4GB'"
+as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_owner /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg/data" -l "$work/pg/server.log" -m fast -w -t 60 restart >/dev/null
+
+eval "$("$root/tests/bench/pgbouncer.sh" start "$work" "$PGPORT")"
+# shellcheck disable=SC2086
+eval "$("$root/tests/support/start-predrop.sh" "$work" ${BENCH_PREDROP_ARGS:-})"
+export PGB_PORT PGB_PID PREDROP_PORT PREDROP_PID
+echo "bench: direct 127.0.0.1:$PGPORT, pgbouncer :$PGB_PORT (pid $PGB_PID), predrop :$PREDROP_PORT (pid $PREDROP_PID)"
+echo "bench: $(nproc) cores, ${BENCH_SECONDS:-15} s per pgbench run, $("$PREDROP_BIN" --version 2>/dev/null || echo predrop), $(pgbouncer --version | head -n 1)"
+echo
+"$root/tests/bench/run-bench.sh"

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Turn the bench's results.tsv into the side-by-side tables: report.py RESULTS.tsv
+
+Lines of results.tsv (tab-separated):
+  pgbench  <cell e.g. "-S c=16 prepared">  <target>  <tps>  <latency ms>  <failed>  <proxy CPU us/tx or ->
+  copy     <test: out|in>                  <target>  <seconds>  <bytes>
+  rss      <target>  <clients>  <VmRSS kB>  <RssAnon kB>
+Targets: direct, pgbouncer, predrop. Several lines for the same cell/target are repetitions (median).
+"""
+import collections
+import statistics
+import sys
+
+TARGETS = ("direct", "pgbouncer", "predrop")
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec="{:,.0f}"):
+    return "-" if x is None else spec.format(x)
+
+
+def ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def table(headers, rows):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
+    line = lambda cells: "| " + " | ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+    print(line(headers))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print(line(r))
+    print()
+
+
+def main():
+    pg = collections.defaultdict(lambda: collections.defaultdict(list))
+    copy = collections.defaultdict(lambda: collections.defaultdict(list))
+    rss = collections.defaultdict(dict)
+    order = []
+    for line in open(sys.argv[1]):
+        f = line.rstrip("\n").split("\t")
+        num = lambda s: None if s in ("", "-", "nan") else float(s)
+        if f[0] == "pgbench":
+            if f[1] not in order:
+                order.append(f[1])
+            pg[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]), num(f[6]) if len(f) > 6 else None))
+        elif f[0] == "copy":
+            copy[f[1]][f[2]].append((num(f[3]), num(f[4])))
+        elif f[0] == "rss":
+            rss[f[1]][int(f[2])] = (num(f[3]), num(f[4]))
+
+    if pg:
+        print("pgbench (median of repetitions; tps without initial connection time, latency average in ms)\n")
+        rows = []
+        for cell in order:
+            m = {t: (med([x[0] for x in pg[cell][t]]), med([x[1] for x in pg[cell][t]]),
+                     sum(x[2] or 0 for x in pg[cell][t]) if pg[cell][t] else None,
+                     med([x[3] for x in pg[cell][t]])) for t in TARGETS}
+            rows.append([cell,
+                         fmt(m["direct"][0]), fmt(m["pgbouncer"][0]), fmt(m["predrop"][0]),
+                         fmt(m["direct"][1], "{:.3f}"), fmt(m["pgbouncer"][1], "{:.3f}"), fmt(m["predrop"][1], "{:.3f}"),
+                         fmt(ratio(m["predrop"][0], m["direct"][0]), "{:.2f}"),
+                         fmt(ratio(m["predrop"][0], m["pgbouncer"][0]), "{:.2f}"),
+                         fmt(ratio(m["predrop"][1], m["direct"][1]), "{:.2f}"),
+                         fmt(ratio(m["predrop"][1], m["pgbouncer"][1]), "{:.2f}"),
+                         fmt(m["predrop"][3], "{:.0f}"), fmt(m["pgbouncer"][3], "{:.0f}"),
+                         "/".join(fmt(m[t][2], "{:.0f}") for t in TARGETS)])
+        table(["cell", "direct tps", "pgb tps", "predrop tps", "direct lat", "pgb lat", "predrop lat",
+               "tps pd/direct", "tps pd/pgb", "lat pd/direct", "lat pd/pgb", "predrop CPU us/tx", "pgb CPU us/tx",
+               "failed d/pgb/pd"], rows)
+
+    if copy:
+        print("COPY (median wall seconds around psql; MB = 10^6 bytes)\n")
+        rows = []
+        for test in sorted(copy):
+            m = {t: (med([x[0] for x in copy[test][t]]), med([x[1] for x in copy[test][t]])) for t in TARGETS}
+            mbs = {t: (m[t][1] / 1e6 / m[t][0]) if m[t][0] and m[t][1] else None for t in TARGETS}
+            size = next((m[t][1] for t in TARGETS if m[t][1]), None)
+            rows.append([test, fmt(size / 1e6 if size else None, "{:.1f}"),
+                         *("%s (%s)" % (fmt(m[t][0], "{:.2f}"), fmt(mbs[t], "{:.0f}")) for t in TARGETS),
+                         fmt(ratio(mbs["predrop"], mbs["direct"]), "{:.2f}"),
+                         fmt(ratio(mbs["predrop"], mbs["pgbouncer"]), "{:.2f}"),
+                         str(len(copy[test]["predrop"]))])
+        table(["test", "MB", "direct s (MB/s)", "pgbouncer s (MB/s)", "predrop s (MB/s)",
+               "throughput pd/direct", "throughput pd/pgb", "n"], rows)
+
+    if rss:
+        print("RSS with idle clients (fresh process; VmRSS from /proc/PID/status)\n")
+        rows = []
+        for target in ("predrop", "pgbouncer"):
+            steps = rss.get(target, {})
+            base = steps.get(0, (None, None))[0]
+            for n in sorted(steps):
+                vm, anon = steps[n]
+                delta = None if base is None or vm is None else vm - base
+                per = None if not n or delta is None else delta * 1024 / n
+                rows.append([target, n, fmt(vm / 1024 if vm else None, "{:.2f} MB"), fmt(anon / 1024 if anon else None, "{:.2f} MB"),
+                             fmt(delta, "{:+,.0f} kB") if n else "-", fmt(per, "{:,.0f} B")])
+        table(["proxy", "clients", "VmRSS", "RssAnon", "delta vs 0", "per client"], rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The measurements of `make bench` (scripts/bench.sh starts the cluster, pgbouncer and predrop and
+# then calls this). Side by side, direct / pgbouncer / predrop, on 127.0.0.1 TCP:
+#   1. pgbench -S for 'BENCH_CLIENTS' x 'BENCH_MODES', BENCH_SECONDS each (-j 2; -j 1 for -c 1),
+#      with the proxies' CPU per transaction from /proc/PID/stat
+#   2. COPY OUT and COPY IN of ~BENCH_COPY_MB MB (unlogged tables), wall time with date +%s.%N
+#   3. RSS of a fresh predrop and a fresh pgbouncer holding BENCH_IDLE_STEPS idle clients
+# Results go to $BENCH_WORK/results.tsv (format in report.py); report.py prints the tables.
+# No assertions on timings: a failed transaction or a wrong row count is reported, not judged.
+#
+# Environment (set by scripts/bench.sh): PGHOST PGPORT (direct), PGB_PORT PGB_PID, PREDROP_PORT
+# PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CLIENTS ("1 16 64"),
+# BENCH_MODES ("simple prepared"), BENCH_REPS (1), BENCH_SCALE (10), BENCH_WARMUP (5),
+# BENCH_COPY_MB (150), BENCH_COPY_REPS (3), BENCH_IDLE_STEPS ("0,500,1000"), BENCH_SKIP (words of
+# pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+support=$(cd "$here/../support" && pwd)
+: "${PGHOST:?}" "${PGPORT:?}" "${PGB_PORT:?}" "${PGB_PID:?}" "${PREDROP_PORT:?}" "${PREDROP_PID:?}" "${BENCH_WORK:?}"
+SECONDS_PER_RUN=${BENCH_SECONDS:-15}
+CLIENTS=${BENCH_CLIENTS:-1 16 64}
+MODES=${BENCH_MODES:-simple prepared}
+REPS=${BENCH_REPS:-1}
+SCALE=${BENCH_SCALE:-10}
+WARMUP=${BENCH_WARMUP:-5}
+COPY_MB=${BENCH_COPY_MB:-150}
+COPY_REPS=${BENCH_COPY_REPS:-3}
+IDLE_STEPS=${BENCH_IDLE_STEPS:-0,500,1000}
+SKIP=" ${BENCH_SKIP:-} "
+results=$BENCH_WORK/results.tsv
+: >"$results"
+CLK_TCK=$(getconf CLK_TCK)
+export PGUSER=postgres PGDATABASE=postgres PGSSLMODE=disable
+unset PGPASSWORD PGOPTIONS
+
+declare -A PORT=([direct]=$PGPORT [pgbouncer]=$PGB_PORT [predrop]=$PREDROP_PORT)
+declare -A PID=([direct]="" [pgbouncer]=$PGB_PID [predrop]=$PREDROP_PID)
+direct_sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -qAt -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -c "$1"; }
+cpu_ticks() { [ -n "$1" ] && awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo ""; }
+now() { date +%s.%N; }
+log() { echo "bench: $*" >&2; }
+# Rotate the order of the three targets from one measurement to the next (the host drifts).
+rot=0
+targets_rotated() {
+  local t=(direct pgbouncer predrop)
+  rot=$(( (rot + 1) % 3 ))
+  echo "${t[$rot]} ${t[$(( (rot + 1) % 3 ))]} ${t[$(( (rot + 2) % 3 ))]}"
+}
+
+# ---- 1. pgbench -S ------------------------------------------------------------------------------
+if [[ "$SKIP" != *" pgbench "* ]]; then
+  log "pgbench -i -s $SCALE (direct)"
+  pgbench -h 127.0.0.1 -p "$PGPORT" -i -s "$SCALE" -q postgres >"$BENCH_WORK/pgbench-init.log" 2>&1
+  direct_sql "VACUUM ANALYZE" >/dev/null
+  log "warm-up: pgbench -S -c 4 -T $WARMUP (direct)"
+  pgbench -h 127.0.0.1 -p "$PGPORT" -n -S -c 4 -j 2 -T "$WARMUP" postgres >/dev/null 2>&1 || true
+  for rep in $(seq 1 "$REPS"); do
+    for c in $CLIENTS; do
+      j=2; [ "$c" -eq 1 ] && j=1
+      for mode in $MODES; do
+        cell="-S c=$c $mode"
+        for target in $(targets_rotated); do
+          out=$BENCH_WORK/pgbench.$c.$mode.$target.$rep.log
+          pid=${PID[$target]}
+          t0=$(cpu_ticks "$pid")
+          pgbench -h 127.0.0.1 -p "${PORT[$target]}" -n -S -M "$mode" -c "$c" -j "$j" -T "$SECONDS_PER_RUN" postgres >"$out" 2>&1 || true
+          t1=$(cpu_ticks "$pid")
+          tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)/\1/p' "$out")
+          lat=$(sed -nE 's/^latency average = ([0-9.]+) ms/\1/p' "$out")
+          failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' "$out")
+          processed=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' "$out")
+          cpu=-
+          if [ -n "$t0" ] && [ -n "$t1" ] && [ -n "$processed" ] && [ "$processed" -gt 0 ]; then
+            cpu=$(awk -v a="$t0" -v b="$t1" -v n="$processed" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')
+          fi
+          if [ -z "$tps" ]; then
+            log "$cell $target: pgbench failed: $(tail -n 3 "$out" | tr '\n' ' ')"
+            failed=${failed:-all}
+          fi
+          printf 'pgbench\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" >>"$results"
+          log "$(printf '%-22s %-9s tps=%-10s lat=%-7s ms failed=%s cpu/tx=%s us' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu")"
+        done
+      done
+    done
+  done
+fi
+
+# ---- 2. COPY OUT / COPY IN -----------------------------------------------------------------------
+if [[ "$SKIP" != *" copy "* ]]; then
+  rows=$(( COPY_MB * 1000000 / 70 ))   # ~70 bytes a row of (int, md5 text, timestamptz)
+  log "COPY: materialising $rows rows into an unlogged table (direct)"
+  direct_sql "DROP TABLE IF EXISTS copy_src, copy_in" >/dev/null
+  direct_sql "CREATE UNLOGGED TABLE copy_src AS SELECT g, md5(g::text) AS h, now() AS ts FROM generate_series(1, $rows) g" >/dev/null
+  direct_sql "CREATE UNLOGGED TABLE copy_in (g int, h text, ts timestamptz)" >/dev/null
+  direct_sql "VACUUM ANALYZE copy_src" >/dev/null
+  psql -X -h 127.0.0.1 -p "$PGPORT" -Atc "COPY copy_src TO STDOUT" >"$BENCH_WORK/copy.dat"
+  bytes=$(stat -c %s "$BENCH_WORK/copy.dat")
+  log "COPY: $bytes bytes"
+  for rep in $(seq 1 "$COPY_REPS"); do
+    for target in $(targets_rotated); do
+      t0=$(now)
+      psql -X -h 127.0.0.1 -p "${PORT[$target]}" -Atc "COPY copy_src TO STDOUT" | wc -c >"$BENCH_WORK/copy-out.count"
+      t1=$(now)
+      got=$(cat "$BENCH_WORK/copy-out.count")
+      [ "$got" -eq "$bytes" ] || log "COPY OUT via $target returned $got bytes, expected $bytes"
+      printf 'copy\tout (table TO STDOUT)\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$got" >>"$results"
+    done
+    for target in $(targets_rotated); do
+      direct_sql "TRUNCATE copy_in" >/dev/null
+      direct_sql "CHECKPOINT" >/dev/null
+      t0=$(now)
+      psql -X -h 127.0.0.1 -p "${PORT[$target]}" -qc "COPY copy_in FROM STDIN" <"$BENCH_WORK/copy.dat" || log "COPY IN via $target failed"
+      t1=$(now)
+      n=$(direct_sql "SELECT count(*) FROM copy_in")
+      [ "$n" -eq "$rows" ] || log "COPY IN via $target stored $n rows, expected $rows"
+      printf 'copy\tin (FROM STDIN)\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$bytes" >>"$results"
+    done
+    log "COPY repetition $rep done"
+  done
+  direct_sql "DROP TABLE copy_src, copy_in" >/dev/null
+  rm -f "$BENCH_WORK/copy.dat"
+fi
+
+# ---- 3. RSS with idle clients ----------------------------------------------------------------------
+if [[ "$SKIP" != *" rss "* ]]; then
+  log "RSS: fresh predrop, idle clients $IDLE_STEPS"
+  # shellcheck disable=SC2086
+  out=$("$support/start-predrop.sh" "$BENCH_WORK" ${BENCH_PREDROP_ARGS:-}) || { log "fresh predrop did not start"; out=""; }
+  if [ -n "$out" ]; then
+    eval "$out"
+    python3 "$here/idle_clients.py" --port "$PREDROP_PORT" --pid "$PREDROP_PID" --steps "$IDLE_STEPS" --label predrop >>"$results" || log "predrop idle-client run incomplete"
+    "$support/stop-predrop.sh" "$PREDROP_PID" >/dev/null || true
+  fi
+  log "RSS: fresh pgbouncer, idle clients $IDLE_STEPS"
+  out=$("$here/pgbouncer.sh" start "$BENCH_WORK" "$PGPORT") || { log "fresh pgbouncer did not start"; out=""; }
+  if [ -n "$out" ]; then
+    eval "$out"
+    python3 "$here/idle_clients.py" --port "$PGB_PORT" --pid "$PGB_PID" --steps "$IDLE_STEPS" --label pgbouncer >>"$results" || log "pgbouncer idle-client run incomplete"
+    "$here/pgbouncer.sh" stop "$PGB_PID"
+  fi
+fi
+
+python3 "$here/report.py" "$results"
