@@ -39,9 +39,12 @@ echo "no container engine (docker info fails): checking the Dockerfile's steps o
 
 # ---- shape ------------------------------------------------------------------------------------
 stages_json=$("${PARSE[@]}" json)
-/usr/bin/python3 - "$stages_json" <<'PY' || fail "Dockerfile shape (see above)"
-import json, sys
+shape_rc=0
+shape_out=$(/usr/bin/python3 - "$stages_json" "$SRC" <<'PY'
+
+import json, os, re, sys
 stages = json.loads(sys.argv[1])
+root = sys.argv[2]
 errors = []
 def need(cond, msg):
     if not cond:
@@ -68,23 +71,50 @@ except ValueError:
     ep_words = None
 need(isinstance(ep_words, list) and len(ep_words) >= 2 and ep_words[0].endswith("predrop")
      and ep_words[1] == "serve", f"ENTRYPOINT must be exec form [.../predrop, serve], got {ep}")
-env = " ".join(ins.get("ENV", []))
-need("PREDROP_ADMIN=0.0.0.0:9187" in env.split() or "PREDROP_ADMIN=0.0.0.0:9187" in env,
-     "runtime ENV must bind the admin endpoint on 0.0.0.0:9187 (the HEALTHCHECK and probes use it)")
+# The default config: CMD ["--config", PATH], PATH copied from the build context.
+cmd = (ins.get("CMD") or ["[]"])[-1]
+try:
+    cmd_words = json.loads(cmd)
+except ValueError:
+    cmd_words = []
+cfg = cmd_words[cmd_words.index("--config") + 1] if "--config" in cmd_words[:-1] else None
+need(cfg, f"CMD must be [\"--config\", FILE] (the image's default config), got {cmd}")
+copies = {}
+for rest in ins.get("COPY", []):
+    words = rest.split()
+    if not any(w.startswith("--from=") for w in words):
+        srcs = [w for w in words if not w.startswith("--")]
+        for src in srcs[:-1]:
+            copies[srcs[-1]] = src
+            need(os.path.exists(os.path.join(root, src)), f"COPY {src}: not in the build context")
+if cfg:
+    need(cfg in copies, f"the default config {cfg} is not COPYed from the build context")
+    if cfg in copies:
+        print("DEFAULT_CONFIG " + os.path.join(root, copies[cfg]))
+        text = open(os.path.join(root, copies[cfg])).read()
+        for key, want in (("listen", "0.0.0.0:6432"), ("admin", "0.0.0.0:9187")):
+            need(re.search(rf'^{key}:\s*"?{re.escape(want)}"?\s*$', text, re.M),
+                 f"default config must set {key}: {want} (published ports, HEALTHCHECK, probes)")
+need(not any(e.startswith("PREDROP_") or " PREDROP_" in e for e in ins.get("ENV", [])),
+     "no PREDROP_* in ENV: it would outrank any mounted --config file")
 for e in errors:
     print("  shape: " + e, file=sys.stderr)
 sys.exit(1 if errors else 0)
 PY
-[ $failures -eq 0 ] && ok "stages, USER, EXPOSE, HEALTHCHECK, ENTRYPOINT"
+) || shape_rc=$?
+[ $shape_rc -eq 0 ] || fail "Dockerfile shape (see above)"
+default_config=$(sed -n 's/^DEFAULT_CONFIG //p' <<<"$shape_out")
+[ $failures -eq 0 ] && ok "stages, USER, EXPOSE, HEALTHCHECK, ENTRYPOINT/CMD, default config, COPY sources"
 
 # ---- packages ---------------------------------------------------------------------------------
-has_candidate() {
-  local c
-  c=$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: *//p')
-  [ -n "$c" ] && [ "$c" != "(none)" ]
-}
 mapfile -t build_pkgs < <("${PARSE[@]}" apt build)
 mapfile -t runtime_pkgs < <("${PARSE[@]}" apt runtime)
+# One apt-cache call for all of them: "NAME CANDIDATE" per package apt knows.
+declare -A candidate=()
+while read -r name cand; do candidate[$name]=$cand; done < <(
+  apt-cache policy "${build_pkgs[@]}" "${runtime_pkgs[@]}" 2>/dev/null \
+    | awk '/^[^ ].*:$/ {name = substr($0, 1, length($0) - 1)} /^ *Candidate:/ {print name, $2}')
+has_candidate() { [ -n "${candidate[$1]:-}" ] && [ "${candidate[$1]}" != "(none)" ]; }
 [ ${#build_pkgs[@]} -gt 0 ] || fail "no apt-get install in the build stage"
 [ ${#runtime_pkgs[@]} -gt 0 ] || fail "no apt-get install in the runtime stage"
 deps_list=" $(sed -n '/^PKGS=(/,/^)/p' "$SRC/scripts/install-deps.sh" | tr -d '()' | sed 's/PKGS=//' | tr -s ' \n' ' ') "
@@ -142,19 +172,34 @@ bin=$WORK/out/predrop
 if [ -x "$bin" ]; then
   out=$("$bin" --version 2>&1) || fail "$bin --version exited non-zero"
   [ "$out" = "predrop $version" ] && ok "built binary: $out" || fail "--version said '$out', want 'predrop $version'"
-  # Every library the binary loads must come from a runtime package, or from what debian:12-slim
-  # already holds (the C/C++ runtime).
+  # Every library the binary itself links (DT_NEEDED) must come from a runtime package, or from what
+  # debian:12-slim already holds (the C/C++ runtime); their own dependencies come with apt.
   slim_base=" libc6 libgcc-s1 libstdc++6 zlib1g "
   runtime_set=" ${runtime_pkgs[*]} "
-  while read -r lib path; do
+  before=$failures
+  declare -A resolved=()
+  while read -r lib _ path _; do resolved[$lib]=$path; done < <(ldd "$bin" | awk '/=>/')
+  needed=$(objdump -p "$bin" | awk '$1 == "NEEDED" {print $2}')
+  for lib in $needed; do
+    path=${resolved[$lib]:-not}
     if [ "$path" = "not" ]; then fail "ldd: $lib not found"; continue; fi
-    pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1) \
-      || pkg=$(dpkg -S "$path" 2>/dev/null | head -n1 | cut -d: -f1) || pkg=""
+    pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1) || true
+    [ -n "$pkg" ] || pkg=$(dpkg -S "$path" 2>/dev/null | head -n1 | cut -d: -f1) || true
     if [ -z "$pkg" ]; then fail "no Debian package ships $path ($lib)"; continue; fi
     [[ $slim_base == *" $pkg "* || $runtime_set == *" $pkg "* ]] \
       || fail "$lib comes from '$pkg', which the runtime stage does not install"
-  done < <(ldd "$bin" | awk '/=>/ {print $1, $3}')
-  ok "shared libraries covered by runtime packages"
+    echo "  $lib <- $pkg"
+  done
+  [ $failures -eq $before ] && ok "every NEEDED library is covered by a runtime package"
+  if [ -n "$default_config" ]; then
+    clean_env=(env)
+    while IFS= read -r v; do clean_env+=(-u "$v"); done < <(env | sed -n 's/^\(PREDROP_[A-Z0-9_]*\)=.*/\1/p' || true)
+    if cout=$("${clean_env[@]}" "$bin" check-config "$default_config" 2>&1); then
+      ok "the image's default config passes check-config"
+    else
+      echo "$cout" >&2; fail "check-config rejects the image's default config $default_config"
+    fi
+  fi
 else
   fail "the build stage produced no $bin"
 fi
