@@ -26,6 +26,11 @@ class BadInput : public ::testing::Test {
 
 // --- after startup ------------------------------------------------------------------------------
 
+// KNOWN BUG (proxy/relay.cpp at 8e2208a, Session::scan, the len < 4 || len > max_len branch):
+// the FATAL 08P01 is appended to back_.inject and pump(back_) is called, but back_ is normally
+// `reading` (idle wait on the upstream socket), so pump() returns at once without writing; the
+// posted close() then runs because back_.writing is false, and the client sees the connection
+// close with no ErrorResponse. The two tests below fail until that is fixed.
 class BadMessageLength : public BadInput, public ::testing::WithParamInterface<uint32_t> {};
 
 TEST_P(BadMessageLength, QueryWithInvalidLengthIs08P01) {
@@ -40,12 +45,26 @@ TEST_P(BadMessageLength, QueryWithInvalidLengthIs08P01) {
 INSTANTIATE_TEST_SUITE_P(Lengths, BadMessageLength, ::testing::Values(0u, 2u, 3u, 0x7fffffffu, 0xffffffffu));
 
 TEST_F(BadInput, InvalidLengthAfterValidMessagesInSameWrite) {
+  // PostgreSQL answers the valid Query and then fails on the bad message behind it. A faithful
+  // relay forwards the valid message before it reports the bad one.
+  // KNOWN BUG (see above; also: scan() reaches the bad header before the decided Query has been
+  // written upstream, and closes without writing it).
   RawConn c = started_session();
   ASSERT_TRUE(c.send(msg::query("SELECT 1") + "Q" + msg::u32(2)));
-  auto first = c.read_until('Z', 1, 5000ms);
-  ASSERT_FALSE(first.empty());
-  EXPECT_EQ(first.back().type, 'Z') << "the valid query before the bad message must be answered";
-  expect_error_then_close(c, "08P01");
+  std::vector<Message> got;
+  while (auto m = c.read_message(5000ms)) got.push_back(std::move(*m));
+  EXPECT_TRUE(c.eof()) << "connection not closed after the bad message";
+  bool answered = false;
+  std::optional<ErrorInfo> err;
+  std::string seen;
+  for (const auto& m : got) {
+    seen += "\n  " + m.describe(80);
+    if (m.type == 'Z' && !err) answered = true;
+    if (m.type == 'E' && !err) err = parse_error(m);
+  }
+  EXPECT_TRUE(answered) << "the valid Query before the bad message was not answered; got:" << seen;
+  ASSERT_TRUE(err.has_value()) << "no ErrorResponse for the bad message; got:" << seen;
+  EXPECT_EQ(err->sqlstate, "08P01") << err->message;
   expect_serves_normal_session(proxy_, "after a bad length behind a valid query");
 }
 

@@ -124,22 +124,39 @@ TEST(Leak, ThreeThousandKilledSessionsReturnFdsAndMemory) {
   ASSERT_GT(fd0, 0);
   ASSERT_GT(rss0, 0);
 
+  // Watch the descriptor count during the run: proof that the measurement sees the sessions.
+  std::atomic<bool> running{true};
+  std::atomic<int> peak_fds{0};
+  std::thread monitor([&] {
+    while (running) {
+      int n = p.fd_count();
+      if (n > peak_fds) peak_fds = n;
+      std::this_thread::sleep_for(20ms);
+    }
+  });
   Counters main;
   auto t0 = Clock::now();
   const int kTotal = 3000, kBatch = 500;
   for (int b = 0; b < kTotal / kBatch; ++b) {
     run_batch(port, 1000 + b * kBatch, kBatch, kThreads, main);
-    ASSERT_TRUE(p.running()) << "predrop died during batch " << b << "\n" << p.log();
+    if (!p.running()) {
+      running = false;
+      monitor.join();
+      FAIL() << "predrop died during batch " << b << "\n" << p.log();
+    }
   }
+  running = false;
+  monitor.join();
   auto secs = std::chrono::duration<double>(Clock::now() - t0).count();
   settle(fd0 + 2);
   int fd1 = p.fd_count();
   long rss1 = p.rss_kb();
   int left = leftover_backends(admin);
   std::cout << "leak test: " << main.ok.load() << " sessions in " << secs << " s; fds " << fd0 << " -> " << fd1
-            << "; VmRSS " << rss0 << " kB -> " << rss1 << " kB (" << (rss1 - rss0) << " kB); leftover backends " << left
+            << " (peak " << peak_fds.load() << "); VmRSS " << rss0 << " kB -> " << rss1 << " kB (" << (rss1 - rss0) << " kB); leftover backends " << left
             << "\n";
   EXPECT_EQ(main.failed.load(), 0) << main.first_failure;
+  EXPECT_GT(peak_fds.load(), fd0 + 4) << "the fd count never rose during the run: is /proc/" << p.pid() << "/fd readable?";
   EXPECT_LE(fd1, fd0 + 3) << "descriptors leaked: " << fd0 << " before, " << fd1 << " after";
   EXPECT_LT(rss1 - rss0, 20 * 1024) << "VmRSS grew by " << (rss1 - rss0) << " kB";
   EXPECT_EQ(left, 0) << "upstream backends of killed sessions still connected";
