@@ -111,6 +111,8 @@ struct CaptureStats {
   uint64_t snapshots_written = 0;
   uint64_t timeouts = 0;
   uint64_t in_flight = 0;            // requests accepted, done() not yet called
+  uint64_t dropped = 0;              // outcome checks: the table is gone
+  uint64_t not_dropped = 0;          // outcome checks: the table survived (rollback, failed statement)
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;
@@ -132,6 +134,12 @@ class CaptureService {
   void mark_hold(const std::vector<TableResult>& tables, double hold_ms);
   CaptureStats stats() const;
   void stop();
+
+  // For the admin endpoint, blocking (call them off the relay loops).
+  // Empty when the store accepts a write to both tables; else why not.
+  std::string check_store() const;
+  // The newest ledger rows as a JSON array.
+  bool recent_events(int limit, std::string& json, std::string& error) const;
 
  private:
   struct Impl;

@@ -17,6 +17,7 @@
 #include "capture/catalog_queries.hpp"
 #include "capture/conn_pool.hpp"
 #include "capture/pg_async.hpp"
+#include "capture/store_admin.hpp"
 #include "capture/store_writer.hpp"
 
 namespace predrop::capture {
@@ -71,6 +72,7 @@ struct CaptureService::Impl {
   std::optional<StoreSql> sql;
   std::set<JobPtr> jobs;
   std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> n_dropped{0}, n_not_dropped{0};
   std::atomic<uint64_t> n_catalog{0}, n_enrich{0}, n_store{0}, n_written{0}, n_timeouts{0}, n_in_flight{0};
   std::atomic<uint64_t> pool_idle{0}, pool_busy{0}, pool_queued{0}, pool_opened{0};
 
@@ -344,7 +346,11 @@ struct CaptureService::Impl {
                    std::set<uint32_t> alive;
                    for (int i = 0; i < r.rows(); ++i) alive.insert(static_cast<uint32_t>(std::stoul(r.text(i, 0))));
                    std::vector<std::string> outcomes;
-                   for (const auto& p : pending) outcomes.push_back(alive.count(p.oid) ? "not_dropped" : "dropped");
+                   for (const auto& p : pending) {
+                     bool survived = alive.count(p.oid) > 0;
+                     ++(survived ? n_not_dropped : n_dropped);
+                     outcomes.push_back(survived ? "not_dropped" : "dropped");
+                   }
                    store_exec([this, pending, outcomes] { return BatchQuery{nullptr, sql->outcome, outcome_params(pending, outcomes)}; },
                               "outcome update");
                  });
@@ -418,7 +424,17 @@ CaptureStats CaptureService::stats() const {
   s.snapshots_written = impl_->n_written;
   s.timeouts = impl_->n_timeouts;
   s.in_flight = impl_->n_in_flight;
+  s.dropped = impl_->n_dropped;
+  s.not_dropped = impl_->n_not_dropped;
   return s;
+}
+
+std::string CaptureService::check_store() const {
+  return store_writable(impl_->cfg.store_conninfo, impl_->cfg.store_table, impl_->cfg.events_table);
+}
+
+bool CaptureService::recent_events(int limit, std::string& json, std::string& error) const {
+  return read_recent_events(impl_->cfg.store_conninfo, impl_->cfg.events_table, limit, json, error);
 }
 
 void CaptureService::stop() {

@@ -91,13 +91,21 @@ int main(int argc, char** argv) {
   }
 
   auto base = load_or_exit(sf.config_path);
+  if (sf.hold_timeout_ms == 0 || sf.hold_timeout_ms > 3600000) {
+    std::cerr << "predrop: --hold-timeout-ms must be between 1 and 3600000\n";
+    return 2;
+  }
+  // Flags beat the file, now and after every SIGHUP reload.
+  predrop::proxy::ConfigOverrides flags = [sf](Config& c) {
+    if (!sf.listen.empty()) c.listen = endpoint_or_exit("--listen", sf.listen);
+    if (!sf.upstream.empty()) c.upstream = endpoint_or_exit("--upstream", sf.upstream);
+    if (!sf.admin.empty()) c.admin = endpoint_or_exit("--admin", sf.admin);
+    if (!sf.capture.empty()) c.capture_conninfo = sf.capture;
+    if (!sf.store.empty()) c.store_conninfo = sf.store;
+    if (sf.hold_timeout_ms > 0) c.hold_timeout_ms = sf.hold_timeout_ms;
+    if (sf.no_migrate) c.migrate_on_start = false;
+  };
   auto cfg = std::make_shared<Config>(*base);
-  if (!sf.listen.empty()) cfg->listen = endpoint_or_exit("--listen", sf.listen);
-  if (!sf.upstream.empty()) cfg->upstream = endpoint_or_exit("--upstream", sf.upstream);
-  if (!sf.admin.empty()) cfg->admin = endpoint_or_exit("--admin", sf.admin);
-  if (!sf.capture.empty()) cfg->capture_conninfo = sf.capture;
-  if (!sf.store.empty()) cfg->store_conninfo = sf.store;
-  if (sf.hold_timeout_ms >= 0) cfg->hold_timeout_ms = sf.hold_timeout_ms;
-  if (sf.no_migrate) cfg->migrate_on_start = false;
-  return predrop::proxy::serve(cfg, sf.config_path);
+  flags(*cfg);
+  return predrop::proxy::serve(cfg, sf.config_path, flags);
 }

@@ -86,7 +86,8 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
   capture::SnapshotRequest req;
   req.ctx = held_ctx_;
   parser::SearchPathTracker path = *search_path_;
-  bool in_block = txn_status_ != 'I';
+  // Several statements in one Query run in one implicit transaction: SET LOCAL holds to its end.
+  bool in_block = txn_status_ != 'I' || facts->statements.size() > 1;
   std::vector<std::string> skipped;
   for (const auto& st : facts->statements) {
     if (st.txn == parser::TxnControl::begin) in_block = true;
@@ -279,10 +280,13 @@ void Session::on_cancel_request(std::string packet) {
 
 void Session::apply_search_path(const parser::Facts& facts) {
   if (!facts.touches_search_path() || !search_path_) return;
-  bool in_block = txn_status_ != 'I';
+  bool in_block = txn_status_ != 'I' || facts.statements.size() > 1;
   for (const auto& st : facts.statements) {
     if (st.txn == parser::TxnControl::begin) in_block = true;
     if (st.search_path) search_path_->apply(*st.search_path, in_block);
+    if (st.txn == parser::TxnControl::savepoint) search_path_->savepoint(st.savepoint);
+    if (st.txn == parser::TxnControl::release) search_path_->release_savepoint(st.savepoint);
+    if (st.txn == parser::TxnControl::rollback_to) search_path_->rollback_to_savepoint(st.savepoint);
     if (st.txn == parser::TxnControl::commit || st.txn == parser::TxnControl::rollback) {
       if (in_block && txn_status_ == 'I') search_path_->end_transaction(st.txn == parser::TxnControl::commit);
       in_block = false;

@@ -46,8 +46,6 @@ struct Metrics {
   std::atomic<uint64_t> cancel_requests{0};
   std::array<std::atomic<uint64_t>, 8> intercepted_by_kind{};   // parser::DestroyKind order
   std::array<std::atomic<uint64_t>, static_cast<size_t>(SnapshotOutcome::kCount)> snapshots{};
-  std::atomic<uint64_t> drop_outcome_dropped{0};
-  std::atomic<uint64_t> drop_outcome_not_dropped{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};

@@ -339,6 +339,7 @@ Session::Verdict Session::inspect_backend(Pipe& p, char type, char* msg, size_t&
       return Verdict::forward;
     }
     case 'E':
+      error_since_ready_ = true;
       // After an error the server skips to Sync: nothing before it will be answered.
       if (!owed_.empty() && owed_.front() != 'Q') {
         while (!owed_.empty() && owed_.front() != 'S') owed_.pop_front();
@@ -358,8 +359,11 @@ Session::Verdict Session::inspect_backend(Pipe& p, char type, char* msg, size_t&
       char status = blen >= 1 ? body[0] : 'I';
       char before = txn_status_;
       txn_status_ = status;
-      if (status == 'I' && before != 'I') on_transaction_end(last_txn_tag_ == "COMMIT");
+      // Back to idle ends a transaction: an explicit one by COMMIT/ROLLBACK, an implicit one
+      // (a multi-statement Query) by committing unless it failed.
+      if (status == 'I') on_transaction_end(before != 'I' ? last_txn_tag_ == "COMMIT" : !error_since_ready_);
       last_txn_tag_.clear();
+      error_since_ready_ = false;
       if (status == 'I' && !pending_outcomes_.empty()) confirm_outcomes();
       return Verdict::forward;
     }

@@ -9,6 +9,7 @@
 #include <boost/asio/ssl.hpp>
 #include <thread>
 
+#include "proxy/admin.hpp"
 #include "proxy/context.hpp"
 #include "proxy/metrics.hpp"
 #include "proxy/session.hpp"
@@ -85,8 +86,9 @@ std::unique_ptr<asio::ssl::context> make_upstream_tls(const policy::UpstreamTls&
 
 class Server {
  public:
-  Server(std::shared_ptr<const policy::Config> cfg, std::string config_path)
+  Server(std::shared_ptr<const policy::Config> cfg, std::string config_path, ConfigOverrides overrides)
       : config_path_(std::move(config_path)),
+        overrides_(std::move(overrides)),
         threads_(cfg->threads > 0 ? cfg->threads : std::max(1u, std::thread::hardware_concurrency())),
         signals_(main_ioc_, SIGTERM, SIGINT, SIGHUP),
         drain_timer_(main_ioc_) {
@@ -135,6 +137,7 @@ class Server {
   }
 
   int run() {
+    if (auto cfg = ctx_.config(); cfg->admin) admin_ = std::make_unique<AdminServer>(ctx_, *cfg->admin);
     accept();
     wait_signal();
     std::vector<std::thread> workers;
@@ -143,6 +146,7 @@ class Server {
     for (auto& g : guards_) g.reset();
     for (auto& l : loops_) l->stop();
     for (auto& w : workers) w.join();
+    if (admin_) admin_->stop();
     if (ctx_.capture) ctx_.capture->stop();
     return 0;
   }
@@ -225,6 +229,7 @@ class Server {
     // Flags given on the command line keep their values: only the policy part changes.
     auto current = ctx_.config();
     auto next = std::make_shared<policy::Config>(*result.config);
+    if (overrides_) overrides_(*next);
     next->listen = current->listen;
     next->upstream = current->upstream;
     next->admin = current->admin;
@@ -236,6 +241,7 @@ class Server {
   }
 
   std::string config_path_;
+  ConfigOverrides overrides_;
   int threads_;
   asio::io_context main_ioc_{1};
   std::vector<std::unique_ptr<asio::io_context>> loops_;
@@ -248,6 +254,7 @@ class Server {
   bool draining_ = false;
   std::chrono::steady_clock::time_point drain_deadline_;
   ProxyContext ctx_;
+  std::unique_ptr<AdminServer> admin_;
 };
 
 void setup_logging(const policy::Logging& l) {
@@ -262,11 +269,11 @@ void setup_logging(const policy::Logging& l) {
 
 }  // namespace
 
-int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path) {
+int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path, ConfigOverrides overrides) {
   setup_logging(config->logging);
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    Server server(std::move(config), config_path);
+    Server server(std::move(config), config_path, std::move(overrides));
     return server.run();
   } catch (const std::exception& e) {
     spdlog::critical("predrop serve: {}", e.what());

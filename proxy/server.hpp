@@ -2,13 +2,17 @@
 // The only room that knows the others.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "policy/policy.hpp"
 
 namespace predrop::proxy {
 
+// Command-line flags, re-applied to every config a SIGHUP reloads so that a flag keeps winning.
+using ConfigOverrides = std::function<void(policy::Config&)>;
+
 // Runs until SIGTERM/SIGINT (drained) and returns the process exit code.
-int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path);
+int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path, ConfigOverrides overrides = {});
 
 }  // namespace predrop::proxy

@@ -110,6 +110,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Statement and transaction state, read off the wire.
   char txn_status_ = 'I';
   std::string last_txn_tag_;
+  bool error_since_ready_ = false;
   std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> statements_;  // Parse name → facts
   std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> portals_;     // Bind portal → facts
   std::shared_ptr<const parser::Facts> executing_;   // facts of the Query/Execute last relayed
