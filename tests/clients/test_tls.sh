@@ -50,7 +50,7 @@ q() {
   psql -X -At "host=$PGHOST port=$port dbname=postgres user=postgres $extra" "${args[@]}" 2>&1 || echo "exit status $?"
 }
 ssl_line() { grep -E '^SSL connection|exit status|error' || echo "no SSL line"; }
-server_ssl="SELECT 'server sees ssl=' || ssl || ' ' || version FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+server_ssl="SELECT 'server sees ssl=' || ssl || ' ' || coalesce(version, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
 bulk="SELECT md5(string_agg(repeat(md5(g::text), 20), '')), count(*) FROM generate_series(1, 20000) g"
 
 # ---- client leg -----------------------------------------------------------------------------------
@@ -130,13 +130,24 @@ if tl_start_predrop --config "$cfg_both"; then
   q "$PGPORT" "sslmode=verify-full sslrootcert=$PG_SERVER_CERT" '\conninfo' "$server_ssl" "$bulk" | grep -v '^You are' >"$TL_WORK/both-direct.out"
   q "$P" "sslmode=verify-full sslrootcert=$pki/ca.crt" '\conninfo' "$server_ssl" "$bulk" | grep -v '^You are' >"$TL_WORK/both-predrop.out"
   tl_compare "both legs TLS: client view, server view, data" "$TL_WORK/both-direct.out" "$TL_WORK/both-predrop.out"
-  # The server offers SCRAM-SHA-256-PLUS on a TLS connection; libpq (channel_binding=prefer) would
-  # bind to predrop's certificate, not the server's. Logging in must still work, as directly.
-  for cb in prefer disable; do
-    PGPASSWORD=scram-secret q "$PGPORT" "user=scram_user sslmode=require channel_binding=$cb" "SELECT 'scram ' || current_user" >"$TL_WORK/cb-direct.out"
-    PGPASSWORD=scram-secret q "$P" "user=scram_user sslmode=require channel_binding=$cb" "SELECT 'scram ' || current_user" >"$TL_WORK/cb-predrop.out"
-    tl_compare "both legs TLS: SCRAM with channel_binding=$cb" "$TL_WORK/cb-direct.out" "$TL_WORK/cb-predrop.out"
-  done
+  # SCRAM with channel_binding=disable works as directly.
+  PGPASSWORD=scram-secret q "$PGPORT" "user=scram_user sslmode=require channel_binding=disable" "SELECT 'scram ' || current_user" >"$TL_WORK/cb-direct.out"
+  PGPASSWORD=scram-secret q "$P" "user=scram_user sslmode=require channel_binding=disable" "SELECT 'scram ' || current_user" >"$TL_WORK/cb-predrop.out"
+  tl_compare "both legs TLS: SCRAM with channel_binding=disable" "$TL_WORK/cb-direct.out" "$TL_WORK/cb-predrop.out"
+  # Known limitation (predrop warns at start): with TLS on both legs the server offers
+  # SCRAM-SHA-256-PLUS and libpq's default channel_binding=prefer binds to predrop's certificate, which
+  # the server must reject; SCRAM's downgrade protection means a proxy cannot hide PLUS either. What
+  # is required: a clean refusal naming channel binding (or success), never a hang or another error.
+  out=$(PGPASSWORD=scram-secret timeout 20 psql -X -At "host=$PGHOST port=$P dbname=postgres user=scram_user sslmode=require channel_binding=prefer" -c "SELECT 'scram ' || current_user" 2>&1) || true
+  if [ "$out" = "scram scram_user" ]; then
+    tl_ok "both legs TLS: SCRAM with channel_binding=prefer works"
+  elif grep -qi 'channel binding' <<<"$out"; then
+    tl_ok "both legs TLS: SCRAM with channel_binding=prefer refused, known limitation ($(grep -oi 'FATAL: .*' <<<"$out" | head -n 1))"
+  else
+    tl_fail "both legs TLS: SCRAM with channel_binding=prefer: unexpected outcome: $out"
+  fi
+  tl_expect "both legs TLS: md5 user with channel_binding=prefer" "md5 md5_user" \
+    "$(PGPASSWORD=md5-secret q "$P" "user=md5_user sslmode=require" "SELECT 'md5 ' || current_user")"
   tl_stop_predrop
 else
   tl_fail "predrop did not start with TLS on both legs"
