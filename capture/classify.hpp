@@ -1,0 +1,51 @@
+// Drift classification (openarg.md §6, spec 024): a cascade of gates that can only exonerate a
+// diff or abstain, never accuse; whatever survives every gate is "unexplained" and actionable.
+// Pure: no database, clock or network.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/diff.hpp"
+
+namespace predrop::capture {
+
+// nullopt: not evaluated (recorded, never exonerates).
+struct DriftContext {
+  std::optional<bool> same_identity;
+  std::optional<bool> same_source_url;
+};
+
+struct DriftVerdict {
+  std::string verdict;        // no_change | exonerated | unattributable | unexplained
+  std::string change_class;   // unexplained only: rename | reshape | additive | removal | type_change | semantic
+  std::string exonerated_by;  // G0_identity | G2_sibling | G1_provenance | G3_pipeline
+  std::string reason;         // one human-checkable sentence
+  SnapshotDiff diff;
+  std::vector<std::string> gates_not_evaluated;
+  bool is_actionable = false;  // verdict == unexplained
+};
+
+// false for null or empty, "unavailable", "legacy:unknown", and bare dates (three all-digit parts
+// split on '-'): placeholders, not fingerprints.
+bool is_real_provenance(const std::optional<std::string>& v);
+
+DriftVerdict classify_change(const StoredSnapshot& before, const StoredSnapshot& after, const DriftContext& ctx = {},
+                             const DiffOptions& opt = {});
+
+struct VerdictSummary {
+  int evaluated = 0;
+  int actionable = 0;
+  std::map<std::string, int> by_verdict;
+  std::map<std::string, int> exonerated_by_gate;
+  std::map<std::string, int> actionable_by_class;  // unexplained verdicts only
+};
+VerdictSummary summarize(const std::vector<DriftVerdict>& verdicts);
+
+nlohmann::json to_json(const DriftVerdict& v);
+nlohmann::json to_json(const VerdictSummary& s);
+
+}  // namespace predrop::capture

@@ -1,0 +1,250 @@
+// openarg.md §5 in C++. Where the reference is quirky (markers filtered for the gate but not for
+// the score; no exclusivity between renames) the quirk is kept, because stores are shared with it
+// and verdicts must agree; the profile method is where predrop departs, and only when asked.
+#include "capture/diff.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+namespace predrop::capture {
+
+namespace {
+
+using ValueSet = std::set<std::string>;
+
+ValueSet values_of(const ColumnProfile& c) {
+  ValueSet s(c.most_common_vals.begin(), c.most_common_vals.end());
+  s.insert(c.histogram_sample.begin(), c.histogram_sample.end());
+  return s;
+}
+
+std::string trim_lower(const std::string& v) {
+  size_t b = 0, e = v.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(v[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(v[e - 1]))) --e;
+  std::string out = v.substr(b, e - b);
+  for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+double jaccard(const ValueSet& l, const ValueSet& r) {
+  size_t inter = 0;
+  for (const auto& v : l) inter += r.count(v);
+  size_t uni = l.size() + r.size() - inter;
+  return uni == 0 ? 0.0 : static_cast<double>(inter) / static_cast<double>(uni);
+}
+
+double null_agreement(const ColumnProfile& l, const ColumnProfile& r) {
+  if (!l.null_frac || !r.null_frac) return 0.5;
+  return 1.0 - std::min(std::fabs(*l.null_frac - *r.null_frac), 1.0);
+}
+
+double round3(double x) { return std::round(x * 1000.0) / 1000.0; }
+
+// Every value parses as a finite number: the column's histogram can be compared as a range.
+std::optional<std::vector<double>> as_numbers(const ValueSet& s) {
+  std::vector<double> out;
+  for (const auto& v : s) {
+    if (v.empty()) return std::nullopt;
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (!end || *end != '\0' || !std::isfinite(d)) return std::nullopt;
+    out.push_back(d);
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+// Drift replaces histogram bounds by neighbouring numbers, so exact overlap collapses while the
+// covered range barely moves: overlap of the [min, max] ranges over their union.
+double numeric_range_overlap(const ValueSet& l, const ValueSet& r) {
+  auto a = as_numbers(l), b = as_numbers(r);
+  if (!a || !b || a->size() < 2 || b->size() < 2) return 0.0;
+  auto [amin, amax] = std::minmax_element(a->begin(), a->end());
+  auto [bmin, bmax] = std::minmax_element(b->begin(), b->end());
+  double lo = std::max(*amin, *bmin), hi = std::min(*amax, *bmax);
+  double ulo = std::min(*amin, *bmin), uhi = std::max(*amax, *bmax);
+  if (uhi <= ulo) return 1.0;
+  return hi <= lo ? 0.0 : (hi - lo) / (uhi - ulo);
+}
+
+// most_common_vals are ordered by frequency: near-duplicate columns (origin vs destination
+// province) share the value set but not the ranking. Average overlap of the top-k prefixes.
+std::optional<double> mcv_rank_agreement(const ColumnProfile& l, const ColumnProfile& r) {
+  size_t k = std::min({l.most_common_vals.size(), r.most_common_vals.size(), size_t{10}});
+  if (k < 2) return std::nullopt;
+  double sum = 0;
+  std::set<std::string> a, b;
+  for (size_t d = 0; d < k; ++d) {
+    a.insert(l.most_common_vals[d]);
+    b.insert(r.most_common_vals[d]);
+    size_t inter = 0;
+    for (const auto& v : a) inter += b.count(v);
+    sum += static_cast<double>(inter) / static_cast<double>(d + 1);
+  }
+  return sum / static_cast<double>(k);
+}
+
+// n_distinct: positive is a count, negative a fraction of the rows. Same sign compares the
+// magnitudes; a sign flip (fixed set vs growing with the table) is weak evidence against.
+std::optional<double> n_distinct_agreement(const ColumnProfile& l, const ColumnProfile& r) {
+  if (!l.n_distinct || !r.n_distinct) return std::nullopt;
+  double a = *l.n_distinct, b = *r.n_distinct;
+  if ((a < 0) != (b < 0)) return 0.3;
+  double ma = std::fabs(a), mb = std::fabs(b);
+  if (std::max(ma, mb) == 0) return 1.0;
+  return std::min(ma, mb) / std::max(ma, mb);
+}
+
+struct Scored {
+  std::string to;
+  double score;
+};
+
+// Picks the rename outcome for one removed column from its candidates (already ≥ threshold).
+void resolve(const std::string& from, std::vector<Scored> kept, const DiffOptions& opt, SnapshotDiff& d) {
+  if (kept.empty()) return;
+  std::stable_sort(kept.begin(), kept.end(), [](const Scored& a, const Scored& b) { return a.score > b.score; });
+  bool unique = kept.size() == 1 ||
+                (opt.method == RenameMethod::profile && kept[0].score - kept[1].score >= opt.profile_margin);
+  if (unique) {
+    d.renamed_candidates.push_back({from, kept[0].to, round3(kept[0].score)});
+    return;
+  }
+  AmbiguousRename a{from, {}};
+  for (const auto& k : kept) a.candidates.push_back({k.to, round3(k.score)});
+  d.ambiguous_renames.push_back(std::move(a));
+}
+
+// profile method only: one added column is claimed by at most one removed column, the best
+// scoring; the others become ambiguous (reported, not guessed), as the uniqueness rule asks.
+void enforce_exclusivity(SnapshotDiff& d) {
+  std::map<std::string, double> top;
+  std::map<std::string, int> at_top;
+  for (const auto& rc : d.renamed_candidates) top[rc.to] = std::max(top[rc.to], rc.similarity);
+  for (const auto& rc : d.renamed_candidates)
+    if (rc.similarity == top[rc.to]) at_top[rc.to]++;
+  std::vector<RenameCandidate> kept;
+  for (const auto& rc : d.renamed_candidates) {
+    // The sole best claimant keeps the rename; a tie at the top leaves none of them.
+    if (rc.similarity == top[rc.to] && at_top[rc.to] == 1) kept.push_back(rc);
+    else d.ambiguous_renames.push_back({rc.from, {{rc.to, rc.similarity}}});
+  }
+  d.renamed_candidates = std::move(kept);
+}
+
+}  // namespace
+
+bool is_identifiable(const ColumnProfile& c, const DiffOptions& opt) {
+  if (c.null_frac && *c.null_frac > opt.max_identifiable_null_frac) return false;
+  std::set<std::string> meaningful;
+  for (const auto& v : values_of(c)) {
+    std::string t = trim_lower(v);
+    if (std::find(opt.empty_markers.begin(), opt.empty_markers.end(), t) != opt.empty_markers.end()) continue;
+    meaningful.insert(v);
+  }
+  return static_cast<int>(meaningful.size()) >= opt.min_identifiable_values;
+}
+
+double profile_similarity(const ColumnProfile& l, const ColumnProfile& r) {
+  ValueSet a = values_of(l), b = values_of(r);
+  if (a.empty() || b.empty()) return 0.0;
+  double t = l.pg_type == r.pg_type ? 1.0 : 0.0;
+  return 0.7 * jaccard(a, b) + 0.2 * t + 0.1 * null_agreement(l, r);
+}
+
+double profile_similarity_v2(const ColumnProfile& l, const ColumnProfile& r) {
+  ValueSet a = values_of(l), b = values_of(r);
+  if (a.empty() || b.empty()) return 0.0;
+  double values = std::max(jaccard(a, b), numeric_range_overlap(a, b));
+  // Without MCVs on both sides there is no ranking to compare: it follows the value evidence.
+  double rank = mcv_rank_agreement(l, r).value_or(values);
+  double t = l.pg_type == r.pg_type ? 1.0 : 0.0;
+  double distinct = n_distinct_agreement(l, r).value_or(values);  // no statistics: no opinion
+  return 0.55 * values + 0.15 * rank + 0.1 * distinct + 0.1 * t + 0.1 * null_agreement(l, r);
+}
+
+SnapshotDiff diff_snapshots(const StoredSnapshot& before, const StoredSnapshot& after, const DiffOptions& opt) {
+  SnapshotDiff d;
+  auto names = [](const StoredSnapshot& s) {
+    std::vector<std::string> n;
+    for (const auto& c : s.columns) n.push_back(c.name);
+    return n;
+  };
+  auto hash = [&](const StoredSnapshot& s) {
+    return s.schema_hash.empty() ? schema_hash(names(s), opt.hash_excluded) : s.schema_hash;
+  };
+  d.schema_changed = hash(before) != hash(after);
+
+  std::map<std::string, const ColumnProfile*> b, a;
+  for (const auto& c : before.columns) b.emplace(c.name, &c);
+  for (const auto& c : after.columns) a.emplace(c.name, &c);
+  for (const auto& [n, _] : a)
+    if (!b.count(n)) d.added.push_back(n);  // std::map iterates in byte (code point) order
+  for (const auto& [n, _] : b)
+    if (!a.count(n)) d.removed.push_back(n);
+  for (const auto& c : after.columns) {
+    auto it = b.find(c.name);
+    if (it != b.end() && it->second->pg_type != c.pg_type) d.type_changed.push_back({c.name, it->second->pg_type, c.pg_type});
+  }
+
+  if (!d.added.empty() && !d.removed.empty()) {
+    std::vector<const ColumnProfile*> pool;
+    for (const auto& n : d.added)
+      if (is_identifiable(*a[n], opt)) pool.push_back(a[n]);
+    for (const auto& n : d.removed) {
+      const ColumnProfile& from = *b[n];
+      if (!is_identifiable(from, opt)) continue;
+      std::vector<Scored> kept;
+      for (const auto* to : pool) {
+        double s = opt.method == RenameMethod::profile ? profile_similarity_v2(from, *to) : profile_similarity(from, *to);
+        if (s >= opt.rename_threshold) kept.push_back({to->name, s});
+      }
+      resolve(n, std::move(kept), opt, d);
+    }
+    if (opt.method == RenameMethod::profile) enforce_exclusivity(d);
+  }
+
+  const Provenance &p = before.provenance, &q = after.provenance;
+  auto differs = [](const auto& x, const auto& y) { return x && y && *x != *y; };
+  if (differs(p.parser_version, q.parser_version)) d.provenance_changed.push_back("parser_version");
+  if (differs(p.normalization_version, q.normalization_version)) d.provenance_changed.push_back("normalization_version");
+  if (differs(p.layout_profile, q.layout_profile)) d.provenance_changed.push_back("layout_profile");
+  if (differs(p.header_quality, q.header_quality)) d.provenance_changed.push_back("header_quality");
+  if (differs(p.is_truncated, q.is_truncated)) d.provenance_changed.push_back("is_truncated");
+  return d;
+}
+
+nlohmann::json to_json(const SnapshotDiff& d) {
+  nlohmann::json j;
+  j["schema_changed"] = d.schema_changed;
+  j["added"] = d.added;
+  j["removed"] = d.removed;
+  j["type_changed"] = nlohmann::json::array();
+  for (const auto& t : d.type_changed) j["type_changed"].push_back({{"column", t.column}, {"from", t.from}, {"to", t.to}});
+  j["renamed_candidates"] = nlohmann::json::array();
+  for (const auto& r : d.renamed_candidates)
+    j["renamed_candidates"].push_back({{"from", r.from}, {"to", r.to}, {"similarity", r.similarity}});
+  j["ambiguous_renames"] = nlohmann::json::array();
+  for (const auto& a : d.ambiguous_renames) {
+    nlohmann::json c = nlohmann::json::array();
+    for (const auto& k : a.candidates) c.push_back({{"to", k.to}, {"similarity", k.similarity}});
+    j["ambiguous_renames"].push_back({{"from", a.from}, {"candidates", c}});
+  }
+  j["provenance_changed"] = d.provenance_changed;
+  return j;
+}
+
+const char* to_string(RenameMethod m) { return m == RenameMethod::profile ? "profile" : "reference"; }
+
+std::optional<RenameMethod> rename_method_from_string(const std::string& s) {
+  if (s == "reference") return RenameMethod::reference;
+  if (s == "profile") return RenameMethod::profile;
+  return std::nullopt;
+}
+
+}  // namespace predrop::capture

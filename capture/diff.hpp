@@ -1,0 +1,100 @@
+// The diff of two snapshots of a table (openarg.md §5): which columns appeared, disappeared,
+// changed type or were probably renamed, and which provenance fields differ. Pure: no database,
+// no clock. The rename matcher reproduces the reference (identifiability gate, 0.7/0.2/0.1
+// similarity, uniqueness rule) and offers a profile-based method behind DiffOptions::method.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/snapshot.hpp"
+
+namespace predrop::capture {
+
+// The five provenance fields a snapshot row carries (reference 0057).
+struct Provenance {
+  std::optional<std::string> parser_version, normalization_version, layout_profile, header_quality;
+  std::optional<bool> is_truncated;
+};
+
+// A snapshot as the store holds it: the row, with columns_profile rehydrated.
+struct StoredSnapshot {
+  std::string id;
+  std::string schema_name, table_name;
+  std::string database_name;
+  std::optional<std::string> resource_identity;
+  std::optional<int> version;
+  std::string reason, actor;
+  std::string captured_at;               // ISO 8601 text as the server printed it (UTC)
+  int column_count = 0;
+  std::optional<int64_t> row_count_estimate;
+  std::string schema_hash;
+  std::vector<ColumnProfile> columns;
+  bool profile_ok = true;                // false: columns_profile could not be parsed
+  bool stats_available = false;
+  std::string extra_json;                // "" when NULL
+  Provenance provenance;
+  std::optional<std::string> drop_outcome;
+};
+
+enum class RenameMethod {
+  reference,  // openarg §5.3: 0.7 Jaccard + 0.2 type + 0.1 null agreement; >1 candidate = ambiguous
+  profile,    // value overlap that tolerates drift, MCV rank, n_distinct; a clear winner resolves ties
+};
+
+struct DiffOptions {
+  double rename_threshold = 0.6;              // RENAME_THRESHOLD
+  int min_identifiable_values = 4;            // MIN_IDENTIFIABLE_VALUES
+  double max_identifiable_null_frac = 0.95;   // MAX_IDENTIFIABLE_NULL_FRAC
+  std::vector<std::string> empty_markers = {"", "-", "s/d", "sd", "n/a", "na", "null", "none", "."};
+  // Used only when a snapshot carries no schema_hash (the hash decides schema_changed).
+  std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};
+  RenameMethod method = RenameMethod::reference;
+  // profile method: several candidates above the threshold resolve to the best one when it leads
+  // the runner-up by at least this much; otherwise the case is ambiguous, as in the reference.
+  double profile_margin = 0.08;
+};
+
+struct TypeChange {
+  std::string column, from, to;
+};
+struct RenameCandidate {
+  std::string from, to;
+  double similarity = 0;  // rounded to 3 decimals
+};
+struct AmbiguousRename {
+  struct Candidate {
+    std::string to;
+    double similarity = 0;
+  };
+  std::string from;
+  std::vector<Candidate> candidates;  // highest first
+};
+
+struct SnapshotDiff {
+  bool schema_changed = false;
+  std::vector<std::string> added;     // sorted (code point); renamed columns stay listed
+  std::vector<std::string> removed;   // sorted
+  std::vector<TypeChange> type_changed;  // in the after snapshot's column order
+  std::vector<RenameCandidate> renamed_candidates;
+  std::vector<AmbiguousRename> ambiguous_renames;
+  std::vector<std::string> provenance_changed;  // both sides non-null and different
+};
+
+// G5: enough meaningful values to be matched at all (markers and near-empty columns are not).
+bool is_identifiable(const ColumnProfile& c, const DiffOptions& opt = {});
+// The reference's score in [0, 1]; 0.0 when either side has no values.
+double profile_similarity(const ColumnProfile& left, const ColumnProfile& right);
+// The profile method's score in [0, 1]; 0.0 when either side has no values.
+double profile_similarity_v2(const ColumnProfile& left, const ColumnProfile& right);
+
+SnapshotDiff diff_snapshots(const StoredSnapshot& before, const StoredSnapshot& after, const DiffOptions& opt = {});
+
+nlohmann::json to_json(const SnapshotDiff& d);
+const char* to_string(RenameMethod m);
+std::optional<RenameMethod> rename_method_from_string(const std::string& s);
+
+}  // namespace predrop::capture

@@ -1,0 +1,213 @@
+// diff_snapshots, the identifiability gate and both similarity scores: every Diff, Similarity,
+// G5 and G6 scenario of openarg.md §9, plus the profile method's departures.
+#include <gtest/gtest.h>
+
+#include "capture/diff.hpp"
+#include "evidence_fixtures.hpp"
+
+using namespace predrop::capture;
+using namespace predrop::evidence_test;
+
+TEST(EvidenceHash, OrderAndMetadataDoNotMatterRenameDoes) {
+  const std::vector<std::string> ex = {"_source_dataset_id", "_ingested_at", "_source_url"};
+  EXPECT_EQ(schema_hash({"a", "b", "c"}, ex), schema_hash({"c", "a", "b"}, ex));               // §9.1
+  EXPECT_EQ(schema_hash({"a", "b"}, ex), schema_hash({"a", "b", "_source_dataset_id"}, ex));  // §9.2
+  EXPECT_NE(schema_hash({"a", "b"}, ex), schema_hash({"a", "b_renamed"}, ex));                // §9.3
+}
+
+TEST(EvidenceDiff, IdenticalShapes) {  // §9.11
+  auto s = snap({col("a", "text", {}), col("b", "text", {})});
+  auto d = diff_snapshots(s, s);
+  EXPECT_FALSE(d.schema_changed);
+  EXPECT_TRUE(d.added.empty());
+  EXPECT_TRUE(d.removed.empty());
+}
+
+TEST(EvidenceDiff, AddedAndRemoved) {  // §9.12
+  auto d = diff_snapshots(snap({col("a", "text", {}), col("b", "text", {})}), snap({col("a", "text", {}), col("c", "text", {})}));
+  EXPECT_TRUE(d.schema_changed);
+  EXPECT_EQ(d.added, std::vector<std::string>{"c"});
+  EXPECT_EQ(d.removed, std::vector<std::string>{"b"});
+}
+
+TEST(EvidenceDiff, TypeChange) {  // §9.13
+  auto d = diff_snapshots(snap({col("monto", "text", {})}), snap({col("monto", "numeric", {})}));
+  ASSERT_EQ(d.type_changed.size(), 1u);
+  EXPECT_EQ(d.type_changed[0].column, "monto");
+  EXPECT_EQ(d.type_changed[0].from, "text");
+  EXPECT_EQ(d.type_changed[0].to, "numeric");
+  EXPECT_FALSE(d.schema_changed);
+}
+
+TEST(EvidenceDiff, TypmodChangeCounts) {
+  auto d = diff_snapshots(snap({col("m", "numeric(10,2)", {})}), snap({col("m", "numeric", {})}));
+  EXPECT_EQ(d.type_changed.size(), 1u);
+}
+
+TEST(EvidenceDiff, RenameWithSameValues) {  // §9.14
+  auto d = diff_snapshots(snap({col("provincia", "text", provinces()), col("anio", "bigint", years())}),
+                          snap({col("jurisdiccion", "text", provinces()), col("anio", "bigint", years())}));
+  ASSERT_EQ(d.renamed_candidates.size(), 1u);
+  EXPECT_EQ(d.renamed_candidates[0].from, "provincia");
+  EXPECT_EQ(d.renamed_candidates[0].to, "jurisdiccion");
+  EXPECT_NEAR(d.renamed_candidates[0].similarity, 1.0, 1e-9);
+  // Renamed columns still appear in added and removed.
+  EXPECT_EQ(d.added, std::vector<std::string>{"jurisdiccion"});
+  EXPECT_EQ(d.removed, std::vector<std::string>{"provincia"});
+}
+
+TEST(EvidenceDiff, DisjointValuesNoRename) {  // §9.15
+  auto d = diff_snapshots(snap({col("provincia", "text", {"Salta", "Jujuy"})}), snap({col("importe", "numeric", {"10.5", "20.1"})}));
+  EXPECT_TRUE(d.renamed_candidates.empty());
+  EXPECT_TRUE(d.ambiguous_renames.empty());
+}
+
+TEST(EvidenceSimilarity, NoValuesScoresZero) {  // §9.16
+  EXPECT_EQ(profile_similarity(col("a", "text", {}), col("b", "text", {})), 0.0);
+  EXPECT_EQ(profile_similarity(col("a", "text", provinces()), col("b", "text", {})), 0.0);
+  EXPECT_EQ(profile_similarity_v2(col("a", "text", {}), col("b", "text", provinces())), 0.0);
+}
+
+TEST(EvidenceSimilarity, SharedValuesBeatSameTypeDisjoint) {  // §9.17
+  double shared_other_type = profile_similarity(col("a", "text", provinces()), col("b", "varchar", provinces()));
+  double same_type_disjoint = profile_similarity(col("a", "text", {"x"}), col("b", "text", {"y"}));
+  EXPECT_GT(shared_other_type, same_type_disjoint);
+}
+
+TEST(EvidenceSimilarity, WorkedValues) {
+  EXPECT_NEAR(profile_similarity(col("a", "text", provinces(), 0.0), col("b", "text", provinces(), 0.0)), 1.0, 1e-12);
+  EXPECT_NEAR(profile_similarity(col("a", "text", provinces(), 0.0), col("b", "varchar", provinces(), 0.0)), 0.8, 1e-12);
+  // A null null_frac on either side counts 0.5 of the null term.
+  EXPECT_NEAR(profile_similarity(col("a", "text", provinces(), std::nullopt), col("b", "text", provinces(), 0.0)), 0.95, 1e-12);
+  EXPECT_NEAR(profile_similarity_v2(col("a", "text", provinces(), 0.0), col("b", "text", provinces(), 0.0)), 1.0, 1e-12);
+}
+
+TEST(EvidenceGate, G5RejectsAndAccepts) {
+  EXPECT_FALSE(is_identifiable(col("sexo", "text", {"M", "F"})));
+  EXPECT_FALSE(is_identifiable(col("x", "text", {"", "-", "s/d", "N/A", "null"})));
+  EXPECT_FALSE(is_identifiable(col("x", "text", provinces(), 0.99)));
+  EXPECT_TRUE(is_identifiable(col("provincia", "text", provinces())));
+  // Markers are trimmed and case-folded; histogram values count with the MCVs.
+  EXPECT_FALSE(is_identifiable(col("x", "text", {" NA ", "None", ".", "SD", "a", "b", "c"})));
+  ColumnProfile h = col("h", "int", {"1", "2"});
+  h.histogram_sample = {"3", "4"};
+  EXPECT_TRUE(is_identifiable(h));
+}
+
+TEST(EvidenceGate, BoundsAreConfigurable) {
+  DiffOptions opt;
+  opt.min_identifiable_values = 2;
+  EXPECT_TRUE(is_identifiable(col("sexo", "text", {"M", "F"}), opt));
+  opt.max_identifiable_null_frac = 0.995;
+  EXPECT_TRUE(is_identifiable(col("x", "text", provinces(), 0.99), opt));
+}
+
+TEST(EvidenceGate, LowCardinalityRenameIsNotReported) {  // activo -> habilitado [S,N]
+  auto d = diff_snapshots(snap({col("activo", "text", {"S", "N"})}), snap({col("habilitado", "text", {"S", "N"})}));
+  EXPECT_TRUE(d.renamed_candidates.empty());
+  EXPECT_EQ(d.removed, std::vector<std::string>{"activo"});
+}
+
+TEST(EvidenceGate, SexoNeverRenames) {
+  for (auto m : {RenameMethod::reference, RenameMethod::profile}) {
+    DiffOptions opt;
+    opt.method = m;
+    auto d = diff_snapshots(snap({col("sexo", "text", {"M", "F"})}), snap({col("genero", "text", {"M", "F"})}), opt);
+    EXPECT_TRUE(d.renamed_candidates.empty());
+  }
+}
+
+TEST(EvidenceUniqueness, NearDuplicatesAreAmbiguous) {  // G6
+  auto d = diff_snapshots(snap({col("provincia", "text", provinces())}),
+                          snap({col("provincia_origen", "text", provinces()), col("provincia_destino", "text", provinces())}));
+  EXPECT_TRUE(d.renamed_candidates.empty());
+  ASSERT_EQ(d.ambiguous_renames.size(), 1u);
+  EXPECT_EQ(d.ambiguous_renames[0].from, "provincia");
+  ASSERT_EQ(d.ambiguous_renames[0].candidates.size(), 2u);
+  std::set<std::string> to = {d.ambiguous_renames[0].candidates[0].to, d.ambiguous_renames[0].candidates[1].to};
+  EXPECT_EQ(to, (std::set<std::string>{"provincia_origen", "provincia_destino"}));
+}
+
+TEST(EvidenceUniqueness, OneGoodCandidateAmongOthers) {  // G6
+  auto d = diff_snapshots(snap({col("provincia", "text", provinces())}),
+                          snap({col("jurisdiccion", "text", provinces()), col("importe", "numeric", {"1.5", "2.5", "3.5", "4.5"})}));
+  ASSERT_EQ(d.renamed_candidates.size(), 1u);
+  EXPECT_EQ(d.renamed_candidates[0].to, "jurisdiccion");
+  EXPECT_TRUE(d.ambiguous_renames.empty());
+}
+
+TEST(EvidenceUniqueness, ThresholdIsConfigurable) {
+  // Half the values shared: J = 1/3 -> 0.7/3 + 0.2 + 0.1 = 0.533, under 0.6, over 0.5.
+  auto before = snap({col("a", "text", {"1", "2", "3", "4", "5", "6"})});
+  auto after = snap({col("b", "text", {"4", "5", "6", "7", "8", "9"})});
+  EXPECT_TRUE(diff_snapshots(before, after).renamed_candidates.empty());
+  DiffOptions opt;
+  opt.rename_threshold = 0.5;
+  EXPECT_EQ(diff_snapshots(before, after, opt).renamed_candidates.size(), 1u);
+}
+
+TEST(EvidenceUniqueness, ReferenceHasNoExclusivity) {
+  // Two removed columns with the same values both claim the one added column.
+  auto d = diff_snapshots(snap({col("p1", "text", provinces()), col("p2", "text", provinces())}),
+                          snap({col("p", "text", provinces())}));
+  EXPECT_EQ(d.renamed_candidates.size(), 2u);
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  auto e = diff_snapshots(snap({col("p1", "text", provinces()), col("p2", "text", provinces())}),
+                          snap({col("p", "text", provinces())}), opt);
+  EXPECT_TRUE(e.renamed_candidates.empty());  // a tie: reported, not guessed
+  EXPECT_EQ(e.ambiguous_renames.size(), 2u);
+}
+
+TEST(EvidenceProfile, RankingSeparatesNearDuplicates) {
+  // Origin and destination share the province set but not the ranking of the most common.
+  auto origen = col("provincia_origen", "text", provinces());
+  auto destino = col("provincia_destino", "text", reversed(provinces()));
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  auto before = snap({origen, destino});
+  auto o2 = origen, d2 = destino;
+  o2.name = "origen";
+  d2.name = "destino";
+  auto d = diff_snapshots(before, snap({o2, d2}), opt);
+  ASSERT_EQ(d.renamed_candidates.size(), 2u) << to_json(d).dump();
+  for (const auto& r : d.renamed_candidates)
+    EXPECT_EQ(r.to, r.from == "provincia_origen" ? "origen" : "destino");
+  // The reference cannot tell them apart.
+  EXPECT_EQ(diff_snapshots(before, snap({o2, d2})).renamed_candidates.size(), 0u);
+}
+
+TEST(EvidenceProfile, NumericDriftStillMatches) {
+  ColumnProfile a = col("monto", "numeric", {});
+  a.histogram_sample = {"10", "20", "30", "40", "50", "60"};
+  ColumnProfile b = col("importe", "numeric", {});
+  b.histogram_sample = {"11", "19", "31", "42", "49", "61"};
+  EXPECT_LT(profile_similarity(a, b), 0.6);
+  EXPECT_GE(profile_similarity_v2(a, b), 0.6);
+}
+
+TEST(EvidenceProvenance, OnlyBothNonNullAndDifferent) {
+  auto a = snap({col("a", "text", {})});
+  auto b = a;
+  a.provenance = {"p:1", std::nullopt, "simple_tabular", "good", false};
+  b.provenance = {"p:2", "n:2", "wide_csv", std::nullopt, true};
+  auto d = diff_snapshots(a, b);
+  EXPECT_EQ(d.provenance_changed, (std::vector<std::string>{"parser_version", "layout_profile", "is_truncated"}));
+}
+
+TEST(EvidenceDiff, MetadataColumnOnlyIsNotASchemaChange) {
+  auto a = snap({col("a", "text", {})});
+  auto b = snap({col("a", "text", {}), col("_ingested_at", "timestamptz", {})});
+  auto d = diff_snapshots(a, b);
+  EXPECT_FALSE(d.schema_changed);
+  EXPECT_EQ(d.added, std::vector<std::string>{"_ingested_at"});
+}
+
+TEST(EvidenceDiff, JsonShape) {
+  auto d = diff_snapshots(snap({col("provincia", "text", provinces())}), snap({col("jurisdiccion", "text", provinces())}));
+  auto j = to_json(d);
+  EXPECT_EQ(j["renamed_candidates"][0]["from"], "provincia");
+  EXPECT_EQ(j["renamed_candidates"][0]["similarity"], 1.0);
+  EXPECT_TRUE(j["ambiguous_renames"].is_array());
+  EXPECT_TRUE(j["type_changed"].is_array());
+}
