@@ -106,6 +106,16 @@ PY
 default_config=$(sed -n 's/^DEFAULT_CONFIG //p' <<<"$shape_out")
 [ $failures -eq 0 ] && ok "stages, USER, EXPOSE, HEALTHCHECK, ENTRYPOINT/CMD, default config, COPY sources"
 
+# COPY . . must not carry host build folders into the image (their CMakeCache.txt names host paths).
+ignore=$SRC/deploy/Dockerfile.dockerignore
+if [ ! -f "$ignore" ]; then
+  fail "deploy/Dockerfile.dockerignore missing (host build folders would enter the build context)"
+else
+  for pat in .git build 'build-*'; do
+    grep -qxF -- "$pat" "$ignore" || fail "deploy/Dockerfile.dockerignore does not exclude $pat"
+  done
+fi
+
 # ---- packages ---------------------------------------------------------------------------------
 mapfile -t build_pkgs < <("${PARSE[@]}" apt build)
 mapfile -t runtime_pkgs < <("${PARSE[@]}" apt runtime)
