@@ -65,10 +65,17 @@ def crowd(h):
            "EXECUTE format('CREATE TABLE public.crowd%%s (id int, v text)', i); END LOOP; END$$; ANALYZE;"
            % (N_CLIENTS - 1))
     oids = {("crowd%d" % i): h.oid("public.crowd%d" % i) for i in range(N_CLIENTS)}
-    conns = []
-    for i in range(N_CLIENTS):
-        conns.append(h.pconnect())
-    print("# crowd: %d client connections open through predrop" % len(conns))
+    conns = [None] * N_CLIENTS
+
+    def opener(k):
+        for i in range(k, N_CLIENTS, 8):
+            conns[i] = h.pconnect()
+    openers = [threading.Thread(target=opener, args=(k,)) for k in range(8)]
+    for t in openers:
+        t.start()
+    for t in openers:
+        t.join()
+    h.check(all(conns), "crowd: %d client connections open through predrop" % N_CLIENTS)
     stop = threading.Event()
     samples = []
 
@@ -106,7 +113,8 @@ def crowd(h):
     stop.set()
     sam.join()
     for c in conns:
-        c.close()
+        if c is not None:
+            c.close()
     done = sorted(t for t in times if t is not None)
     if done:
         print("# crowd: %d DROPs in %.1f s; per-DROP wall time p50 %.0f ms, max %.0f ms"
