@@ -18,8 +18,11 @@ void Session::start_relay() {
 }
 
 void Session::pump(Pipe& p) {
-  if (closed_ || p.closed || p.reading || p.writing) return;
-  if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
+  if (closed_ || p.closed || p.writing) return;
+  // predrop's own messages need no buffer: they may leave at any message boundary, even
+  // while a read waits on the other socket.
+  if (!p.inject.empty() && p.scan == p.begin && p.pass_remaining == 0) return start_write(p);
+  if (p.reading) return;
   if (p.held) {
     if (p.scan > p.begin) start_write(p);
     return;
@@ -43,6 +46,7 @@ void Session::maybe_release_buffer(Pipe& p) {
 
 void Session::start_read(Pipe& p) {
   maybe_release_buffer(p);
+  if (p.stop_reading) return;
   Transport& src = source(p);
   auto self = shared_from_this();
   auto do_read = [this, self, &p]() {
@@ -87,6 +91,7 @@ void Session::start_write(Pipe& p) {
       p.writing = false;
       if (closed_) return;
       if (ec) return close("write failed");
+      if (p.backend && close_after_inject_) return close("protocol violation");
       pump(p);
     });
     return;
@@ -100,6 +105,7 @@ void Session::start_write(Pipe& p) {
     p.bytes += n;
     (p.backend ? metrics().bytes_server_to_client : metrics().bytes_client_to_server).fetch_add(n, std::memory_order_relaxed);
     if (client_terminated_ && !p.backend && p.begin == p.end) return close("client terminated");
+    if (!p.backend && !fatal_.empty()) maybe_send_fatal();
     pump(p);
   });
 }
@@ -135,6 +141,7 @@ void Session::remove_message(Pipe& p, size_t total) {
 
 Session::ScanResult Session::scan(Pipe& p) {
   const uint64_t max_len = cfg_->limits.max_message_bytes;
+  if (p.stop_reading) return ScanResult::need_more;
   for (;;) {
     if (p.pass_remaining > 0) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(p.pass_remaining, p.end - p.scan));
@@ -153,15 +160,10 @@ Session::ScanResult Session::scan(Pipe& p) {
                         std::string(1, type) + "' (limits.max_message_bytes=" + std::to_string(max_len) + ")";
       spdlog::warn("session {}: {}", client_addr_, why);
       if (!p.backend) {
-        // Tell the client in the server's words, then close: the stream cannot be resynchronised.
-        back_.inject += wire::error_response("FATAL", "08P01", "predrop: " + why);
-        front_.closed = true;
-        pump(back_);
-        auto self = shared_from_this();
-        asio::post(executor(), [self]() {
-          if (!self->back_.writing) self->close("protocol violation");
-        });
-        return ScanResult::error;
+        // The stream cannot be resynchronised. What came before the bad header still goes up
+        // and is answered, as the server would do; then the client hears why and is closed.
+        fail_client_protocol(why);
+        return ScanResult::need_more;
       }
       close("protocol violation from upstream");
       return ScanResult::error;
@@ -364,12 +366,36 @@ Session::Verdict Session::inspect_backend(Pipe& p, char type, char* msg, size_t&
       if (status == 'I') on_transaction_end(before != 'I' ? last_txn_tag_ == "COMMIT" : !error_since_ready_);
       last_txn_tag_.clear();
       error_since_ready_ = false;
+      if (!fatal_.empty()) maybe_send_fatal();
       if (status == 'I' && !pending_outcomes_.empty()) confirm_outcomes();
       return Verdict::forward;
     }
     default:
       return Verdict::forward;
   }
+}
+
+void Session::fail_client_protocol(const std::string& why) {
+  fatal_ = wire::error_response("FATAL", "08P01", "predrop: " + why);
+  front_.stop_reading = true;
+  // Replies the server owes may never come (a pipeline without Sync): do not wait for long.
+  fatal_timer_.emplace(executor());
+  fatal_timer_->expires_after(std::chrono::seconds(2));
+  fatal_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (ec || self->fatal_.empty()) return;
+    self->owed_.clear();
+    self->maybe_send_fatal();
+  });
+  maybe_send_fatal();
+}
+
+void Session::maybe_send_fatal() {
+  if (fatal_.empty() || front_.writing || front_.scan != front_.begin || !owed_.empty()) return;
+  back_.inject += fatal_;
+  fatal_.clear();
+  close_after_inject_ = true;
+  // Never re-enter a pipe from inside its own scan.
+  asio::post(executor(), [self = shared_from_this()] { self->pump(self->back_); });
 }
 
 void Session::on_pipe_eof(Pipe& p, const boost::system::error_code& ec) {
@@ -392,6 +418,7 @@ void Session::close(std::string_view why) {
   if (closed_) return;
   closed_ = true;
   if (hold_timer_) hold_timer_->cancel();
+  if (fatal_timer_) fatal_timer_->cancel();
   startup_timer_.cancel();
   client_.close();
   if (upstream_) upstream_->close();

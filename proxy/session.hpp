@@ -30,6 +30,7 @@ struct Pipe {
   bool held = false;             // frontend only: the message at scan waits for its snapshot
   bool approved = false;         // the message at scan was held and released: relay it as is
   std::string inject;            // bytes predrop itself sends before going on
+  bool stop_reading = false;     // the stream is beyond repair: relay what was decided, read no more
   uint64_t bytes = 0;
 };
 
@@ -73,6 +74,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Verdict inspect_backend(Pipe& p, char type, char* msg, size_t& total);
   void remove_message(Pipe& p, size_t total);
   void on_pipe_eof(Pipe& p, const boost::system::error_code& ec);
+  void fail_client_protocol(const std::string& why);
+  void maybe_send_fatal();
   void close(std::string_view why);
   void maybe_release_buffer(Pipe& p);
   Transport& source(Pipe& p) { return p.backend ? *upstream_ : client_; }
@@ -106,6 +109,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool client_terminated_ = false;
   bool strip_plus_ = false;
   bool registered_ = false;
+  std::string fatal_;                 // an ErrorResponse waiting for the server's owed replies
+  bool close_after_inject_ = false;
+  std::optional<asio::steady_timer> fatal_timer_;
 
   // Statement and transaction state, read off the wire.
   char txn_status_ = 'I';
