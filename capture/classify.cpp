@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 namespace predrop::capture {
 
@@ -120,6 +121,106 @@ VerdictSummary summarize(const std::vector<DriftVerdict>& verdicts) {
     }
   }
   return s;
+}
+
+namespace {
+
+std::optional<bool> same_if_known(const std::optional<std::string>& a, const std::optional<std::string>& b) {
+  if (!a || !b) return std::nullopt;
+  return *a == *b;
+}
+
+// with_provenance: a parser_version that is neither legacy:unknown nor a bare YYYY-MM-DD.
+bool report_provenance(const std::optional<std::string>& p) {
+  if (!p || *p == "legacy:unknown") return false;
+  const std::string& v = *p;
+  bool bare_date = v.size() == 10 && v[4] == '-' && v[7] == '-' && all_digits(v.substr(0, 4)) &&
+                   all_digits(v.substr(5, 2)) && all_digits(v.substr(8, 2));
+  return !bare_date;
+}
+
+void classify_pair(PairVerdict& p, const DriftContext& ctx, const DiffOptions& opt) {
+  p.evaluated = p.before->profile_ok && p.after->profile_ok;
+  if (p.evaluated) p.verdict = classify_change(*p.before, *p.after, ctx, opt);
+}
+
+}  // namespace
+
+std::vector<PairVerdict> pair_and_classify(const std::vector<StoredSnapshot>& window,
+                                           const std::vector<StoredSnapshot>& versioned, const DiffOptions& opt) {
+  std::vector<PairVerdict> out;
+  for (size_t i = 1; i < window.size(); ++i) {
+    const auto &prev = window[i - 1], &cur = window[i];
+    if (prev.schema_name != cur.schema_name || prev.table_name != cur.table_name) continue;
+    PairVerdict p{"same_table", &prev, &cur};
+    classify_pair(p, {same_if_known(prev.resource_identity, cur.resource_identity), std::nullopt}, opt);
+    out.push_back(std::move(p));
+  }
+  for (size_t i = 1; i < versioned.size(); ++i) {
+    const auto &prev = versioned[i - 1], &cur = versioned[i];
+    if (prev.resource_identity != cur.resource_identity || prev.table_name == cur.table_name) continue;
+    PairVerdict p{"version", &prev, &cur};
+    classify_pair(p, {true, std::nullopt}, opt);  // same identity by construction
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+nlohmann::json drift_report_json(const std::vector<StoredSnapshot>& window, const std::vector<PairVerdict>& pairs,
+                                 int days, size_t max_examples) {
+  nlohmann::json r;
+  r["window_days"] = days;
+  std::set<std::pair<std::string, std::string>> tables;
+  int with_stats = 0, with_prov = 0, with_any = 0;
+  std::string first, last;
+  for (const auto& s : window) {
+    tables.insert({s.schema_name, s.table_name});
+    with_stats += s.stats_available;
+    with_prov += report_provenance(s.provenance.parser_version);
+    with_any += s.provenance.parser_version.has_value();
+    if (first.empty() || s.captured_at < first) first = s.captured_at;
+    if (last.empty() || s.captured_at > last) last = s.captured_at;
+  }
+  auto opt_text = [](const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); };
+  r["coverage"] = {{"snapshots", window.size()}, {"tables", tables.size()}, {"with_stats", with_stats},
+                   {"with_provenance", with_prov}, {"with_provenance_incl_placeholder", with_any},
+                   {"first_seen", opt_text(first)}, {"last_seen", opt_text(last)}};
+  r["pairs_found"] = pairs.size();
+  std::vector<DriftVerdict> all;
+  std::map<std::string, std::vector<DriftVerdict>> by_kind{{"same_table", {}}, {"version", {}}};
+  nlohmann::json examples = nlohmann::json::array();
+  for (const auto& p : pairs) {
+    by_kind[p.kind];
+    if (!p.evaluated) continue;
+    all.push_back(p.verdict);
+    by_kind[p.kind].push_back(p.verdict);
+    if (!p.verdict.is_actionable || examples.size() >= max_examples) continue;
+    const auto& d = p.verdict.diff;
+    nlohmann::json ex = to_json(d);
+    ex.erase("schema_changed");
+    ex.erase("provenance_changed");
+    ex["pair_kind"] = p.kind;
+    ex["table"] = p.after->schema_name + "." + p.after->table_name;
+    ex["compared_against"] = p.kind == "version" ? p.before->table_name : p.before->captured_at;
+    ex["before_id"] = p.before->id;
+    ex["after_id"] = p.after->id;
+    ex["resource_identity"] = p.after->resource_identity ? nlohmann::json(*p.after->resource_identity) : nlohmann::json(nullptr);
+    ex["change_class"] = p.verdict.change_class;
+    ex["reason_dropped"] = p.after->reason;
+    ex["gates_not_evaluated"] = p.verdict.gates_not_evaluated;
+    examples.push_back(std::move(ex));
+  }
+  r["pairs_by_kind"] = nlohmann::json::object();
+  nlohmann::json kinds = nlohmann::json::object();
+  for (const auto& [k, v] : by_kind) {
+    r["pairs_by_kind"][k] = std::count_if(pairs.begin(), pairs.end(), [&](const PairVerdict& p) { return p.kind == k; });
+    kinds[k] = to_json(summarize(v));
+  }
+  r.update(to_json(summarize(all)));
+  r["by_kind"] = kinds;
+  r["examples"] = examples;
+  r["mode"] = "shadow";
+  return r;
 }
 
 nlohmann::json to_json(const DriftVerdict& v) {

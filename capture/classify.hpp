@@ -45,6 +45,23 @@ struct VerdictSummary {
 };
 VerdictSummary summarize(const std::vector<DriftVerdict>& verdicts);
 
+// The shadow report's pairing (openarg.md §6): consecutive snapshots of a table inside the
+// window (same_table), and consecutive versions of a resource identity whose table name changed
+// (version, not windowed). Pointers refer into the vectors passed in.
+struct PairVerdict {
+  std::string kind;  // same_table | version
+  const StoredSnapshot* before = nullptr;
+  const StoredSnapshot* after = nullptr;
+  bool evaluated = false;  // false: a columns_profile could not be read; the pair is skipped
+  DriftVerdict verdict;
+};
+std::vector<PairVerdict> pair_and_classify(const std::vector<StoredSnapshot>& window,
+                                           const std::vector<StoredSnapshot>& versioned, const DiffOptions& opt = {});
+// window_days, coverage, pairs_found, pairs_by_kind, the summary fields, by_kind, up to
+// max_examples actionable examples, mode "shadow".
+nlohmann::json drift_report_json(const std::vector<StoredSnapshot>& window, const std::vector<PairVerdict>& pairs,
+                                 int days, size_t max_examples = 20);
+
 nlohmann::json to_json(const DriftVerdict& v);
 nlohmann::json to_json(const VerdictSummary& s);
 

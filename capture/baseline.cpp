@@ -1,0 +1,217 @@
+#include "capture/baseline.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+namespace predrop::capture {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Name = std::pair<std::string, std::string>;
+
+// Live tables (plain and partitioned) of the target with their column names sorted byte-wise
+// (COLLATE "C": the locale's order made the reference flag 23,781 tables instead of 7).
+constexpr const char* kLiveTablesSql = R"SQL(
+SELECT n.nspname, c.relname,
+       ARRAY(SELECT a.attname::text FROM pg_attribute a
+              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+              ORDER BY a.attname::text COLLATE "C")::text
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind IN ('r', 'p')
+   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
+   AND ($1::text[] IS NULL OR n.nspname = ANY ($1::text[]))
+ ORDER BY n.nspname COLLATE "C", c.relname COLLATE "C"
+)SQL";
+
+// The latest snapshot's names per table, sorted the same way. Rows the reference application
+// wrote carry no database_name and count for every database.
+constexpr const char* kLatestNamesSql = R"SQL(
+SELECT DISTINCT ON (s.schema_name, s.table_name) s.schema_name, s.table_name,
+       ARRAY(SELECT e->>'name'
+               FROM jsonb_array_elements(CASE WHEN jsonb_typeof(s.columns_profile) = 'array'
+                                              THEN s.columns_profile ELSE '[]'::jsonb END) e
+              ORDER BY (e->>'name') COLLATE "C")::text
+  FROM @STORE@ s
+ WHERE s.schema_name = ANY ($1::text[]) AND (s.database_name = $2 OR s.database_name IS NULL)
+ ORDER BY s.schema_name, s.table_name, s.captured_at DESC
+)SQL";
+
+constexpr const char* kInsertSql = R"SQL(
+INSERT INTO @STORE@ (schema_name, table_name, resource_identity, version, reason, actor, column_count,
+                     row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
+                     normalization_version, layout_profile, header_quality, is_truncated, database_name, table_oid)
+SELECT i.schema_name, i.table_name, i.resource_identity, i.version, 'baseline', $16, i.column_count,
+       i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available, i.extra::jsonb,
+       i.parser_version, i.normalization_version, i.layout_profile, i.header_quality, i.is_truncated, $17, i.table_oid
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::bigint[], $7::text[], $8::text[],
+              $9::bool[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bool[], $18::bigint[])
+       AS i(schema_name, table_name, resource_identity, version, column_count, row_count_estimate, schema_hash,
+            columns_profile, stats_available, extra, parser_version, normalization_version, layout_profile,
+            header_quality, is_truncated, table_oid)
+)SQL";
+
+std::vector<std::string> names_of(const std::string& array_text) {
+  ProfileBounds unbounded{1 << 20, 1 << 20, 1 << 20};
+  auto v = parse_pg_array(array_text, unbounded, false);
+  std::sort(v.begin(), v.end());  // byte-wise, as COLLATE "C": belt and braces
+  return v;
+}
+
+std::string replace_store(std::string sql, const std::string& store) {
+  for (size_t pos; (pos = sql.find("@STORE@")) != std::string::npos;) sql.replace(pos, 7, store);
+  return sql;
+}
+
+std::optional<std::string> opt(const std::optional<std::string>& s, size_t width) {
+  if (!s) return std::nullopt;
+  return clip_chars(*s, static_cast<int>(width));
+}
+
+Params insert_params(const std::vector<CapturedTable>& tables, const BaselineOptions& o, const std::string& db) {
+  std::vector<std::vector<std::optional<std::string>>> c(16);
+  auto num = [](auto v) { return std::optional<std::string>(std::to_string(v)); };
+  for (const auto& t : tables) {
+    const auto& s = t.snap;
+    const auto& e = t.enrich;
+    c[0].push_back(s.schema_name);
+    c[1].push_back(s.table_name);
+    c[2].push_back(opt(e.resource_identity, 512));
+    c[3].push_back(e.version ? num(*e.version) : std::nullopt);
+    c[4].push_back(num(s.columns.size()));
+    c[5].push_back(s.row_count_estimate ? num(*s.row_count_estimate) : std::nullopt);
+    c[6].push_back(s.schema_hash);
+    c[7].push_back(columns_profile_json(s.columns));
+    c[8].push_back(std::string(s.stats_available ? "t" : "f"));
+    // The reference's baseline extra: identity, version and whether the table is live (it is:
+    // the candidates are tables that exist now).
+    nlohmann::json extra{{"alive", true}};
+    if (e.resource_identity) extra["resource_identity"] = *e.resource_identity;
+    if (e.version) extra["version"] = *e.version;
+    if (s.profile_skipped) extra["profile_skipped"] = "too_many_columns";
+    c[9].push_back(extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    c[10].push_back(opt(e.parser_version, 40));
+    c[11].push_back(opt(e.normalization_version, 40));
+    c[12].push_back(opt(e.layout_profile, 40));
+    c[13].push_back(opt(e.header_quality, 20));
+    c[14].push_back(e.is_truncated ? std::optional<std::string>(*e.is_truncated ? "t" : "f") : std::nullopt);
+    c[15].push_back(num(s.table_oid));
+  }
+  Params p;
+  for (int i = 0; i < 15; ++i) p.push_back(pg_array_literal(c[i]));
+  p.push_back(clip_chars(o.actor, 128));  // $16
+  p.push_back(db);                        // $17
+  p.push_back(pg_array_literal(c[15]));   // $18
+  return p;
+}
+
+void enrich(PgSession& target, const std::string& sql, std::vector<CapturedTable>& tables) {
+  auto q = enrich_query(sql, tables);
+  if (!q) return;
+  apply_enrichment(target.exec(q->sql, q->params), tables);
+}
+
+}  // namespace
+
+std::vector<CapturedTable> read_tables(PgSession& target, const std::vector<Name>& names, const ProfileBounds& bounds,
+                                       bool naive, const std::vector<std::string>& hash_excluded) {
+  SnapshotRequest req;
+  for (const auto& [schema, table] : names) req.targets.push_back({"drop_table", schema, table, {}});
+  auto cq = catalog_query(req);
+  auto cat = parse_catalog(target.exec(cq.sql, cq.params), req.targets.size());
+  // A partitioned table's partitions come along; keep exactly the relations asked for.
+  std::set<Name> wanted(names.begin(), names.end());
+  std::vector<CapturedTable> tables;
+  for (auto& t : cat.tables)
+    if (wanted.count({t.snap.schema_name, t.snap.table_name})) tables.push_back(std::move(t));
+  mark_profile_skipped(tables, bounds);
+  if (auto sq = stats_query(tables, bounds, naive)) apply_stats(target.exec(sq->sql, sq->params), tables, bounds, naive);
+  for (auto& t : tables) {
+    std::vector<std::string> cols;
+    for (const auto& c : t.snap.columns) cols.push_back(c.name);
+    t.snap.schema_hash = schema_hash(cols, hash_excluded);
+  }
+  return tables;
+}
+
+BaselineResult run_baseline(const BaselineOptions& o) {
+  auto start = Clock::now();
+  BaselineResult res;
+  // Read-only twice over: the session default (so even a statement outside our transactions
+  // could not write) and an explicit READ ONLY transaction per batch.
+  PgSession target(o.target_conninfo, "predrop-baseline", "-c default_transaction_read_only=on");
+  target.run("SET default_transaction_read_only = on");
+  EvidenceStore store(o.store_conninfo, o.store_table);
+  PgSession writer(o.store_conninfo, "predrop-baseline");
+  const std::string quoted_store = writer.quote_qualified(o.store_table);
+
+  res.database = target.exec("SELECT current_database()").text(0, 0);
+  Params filter{o.schemas.empty() ? std::nullopt : std::optional<std::string>(pg_array_literal({o.schemas.begin(), o.schemas.end()}))};
+  target.run("BEGIN TRANSACTION READ ONLY");
+  auto live = target.exec(kLiveTablesSql, filter);
+  target.run("COMMIT");
+
+  struct Table {
+    Name name;
+    std::vector<std::string> columns;
+  };
+  std::vector<Table> tables;
+  std::set<std::string> schemas;
+  for (int i = 0; i < live.rows(); ++i) {
+    Table t{{live.text(i, 0), live.text(i, 1)}, names_of(live.text(i, 2))};
+    if (o.include && !o.include(res.database, t.name.first, t.name.second)) continue;
+    schemas.insert(t.name.first);
+    tables.push_back(std::move(t));
+  }
+  res.tables = static_cast<int>(tables.size());
+
+  std::map<Name, std::vector<std::string>> latest;
+  if (!schemas.empty()) {
+    auto r = store.session().exec(replace_store(kLatestNamesSql, store.table()),
+                                  {pg_array_literal({schemas.begin(), schemas.end()}), res.database});
+    for (int i = 0; i < r.rows(); ++i) latest[{r.text(i, 0), r.text(i, 1)}] = names_of(r.text(i, 2));
+  }
+  // Tables never snapshotted first, then those whose shape moved on; each group by name.
+  std::vector<Name> never, moved;
+  for (const auto& t : tables) {
+    auto it = latest.find(t.name);
+    if (it == latest.end()) never.push_back(t.name);
+    else if (it->second != t.columns) moved.push_back(t.name);
+  }
+  std::vector<Name> todo = never;
+  todo.insert(todo.end(), moved.begin(), moved.end());
+  res.candidates = static_cast<int>(todo.size());
+  if (o.limit > 0 && static_cast<int>(todo.size()) > o.limit) todo.resize(o.limit);
+
+  const std::string insert = replace_store(kInsertSql, quoted_store);
+  int batch = std::max(1, o.batch_size);
+  for (size_t i = 0; i < todo.size(); i += batch) {
+    std::vector<Name> part(todo.begin() + i, todo.begin() + std::min(todo.size(), i + batch));
+    try {
+      target.run("BEGIN TRANSACTION READ ONLY");
+      auto captured = read_tables(target, part, o.bounds, o.naive_array_split, o.hash_excluded);
+      enrich(target, o.enrich_identity_sql, captured);
+      enrich(target, o.enrich_provenance_sql, captured);
+      target.run("COMMIT");
+      if (!captured.empty()) writer.exec(insert, insert_params(captured, o, res.database));
+      res.captured += static_cast<int>(captured.size());
+      res.skipped += static_cast<int>(part.size() - captured.size());  // vanished since the listing
+    } catch (const std::exception& e) {
+      res.errors.push_back(e.what());
+      res.skipped += static_cast<int>(part.size());
+      try {
+        target.run("ROLLBACK");
+      } catch (...) {
+      }
+    }
+    if (o.progress) o.progress(static_cast<int>(std::min(todo.size(), i + batch)), static_cast<int>(todo.size()));
+  }
+  res.remaining = res.candidates - res.captured;
+  res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  res.tables_per_s = res.seconds > 0 ? res.captured / res.seconds : 0;
+  return res;
+}
+
+}  // namespace predrop::capture

@@ -1,0 +1,58 @@
+// The baseline pass (openarg.md §7): snapshot every live table whose latest snapshot does not
+// hold exactly the column names the table has now, so that the next change has something to be
+// compared against. Strictly read-only against the target: its session runs with
+// default_transaction_read_only=on and every batch is a READ ONLY transaction that reads only
+// the catalog and pg_stats; all writes go to the store, on another connection.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capture/catalog_queries.hpp"
+#include "capture/evidence_store.hpp"
+
+namespace predrop::capture {
+
+struct BaselineOptions {
+  std::string target_conninfo;
+  std::string store_conninfo;
+  std::string store_table = "predrop.schema_snapshots";
+  std::vector<std::string> schemas;  // empty: every user schema the filter admits
+  // Policy filter (database, schema, table) -> snapshot it? Empty: everything.
+  std::function<bool(const std::string&, const std::string&, const std::string&)> include;
+  int limit = 0;                     // at most this many captures per run; 0: all
+  int batch_size = 500;              // tables per catalog read and per store write
+  ProfileBounds bounds;
+  bool naive_array_split = false;
+  std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};
+  std::string enrich_identity_sql;    // run on the target, read-only, as the proxy's capture does
+  std::string enrich_provenance_sql;
+  std::string actor = "predrop baseline";
+  std::function<void(int done, int total)> progress;  // after every batch
+};
+
+struct BaselineResult {
+  std::string database;
+  int tables = 0;       // live tables considered
+  int candidates = 0;   // whose latest snapshot's names differ (or that have none)
+  int captured = 0;
+  int skipped = 0;      // vanished meanwhile, or their batch failed
+  int remaining = 0;    // candidates still without a matching snapshot after this run
+  double seconds = 0;
+  double tables_per_s = 0;  // captured / seconds, end to end
+  std::vector<std::string> errors;
+};
+
+BaselineResult run_baseline(const BaselineOptions& opt);
+
+// The blocking twin of a capture's catalog reads: columns, reltuples, pg_stats profile and the
+// hash for each named relation, in two statements inside the caller's transaction. Relations
+// that do not exist are absent from the result.
+std::vector<CapturedTable> read_tables(PgSession& target, const std::vector<std::pair<std::string, std::string>>& names,
+                                       const ProfileBounds& bounds, bool naive,
+                                       const std::vector<std::string>& hash_excluded);
+
+}  // namespace predrop::capture
