@@ -15,6 +15,9 @@ using Clock = std::chrono::steady_clock;
 class BadInput : public ::testing::Test {
  protected:
   void SetUp() override { PTEST_START(proxy_); }
+  void TearDown() override {
+    if (proxy_.pid() > 0) PTEST_EXPECT_ALIVE(proxy_);
+  }
   RawConn started_session() {
     RawConn c = proxy_.connect();
     auto s = c.startup(default_params("ptest-bad"));
@@ -160,6 +163,7 @@ TEST(BadInputConfigured, StartupTimeoutIs08P01) {
   ASSERT_TRUE(d.send(msg::startup(default_params()).substr(0, 12)));
   expect_error_then_close(d, "08P01", 5000ms);
   expect_serves_normal_session(p, "after startup timeouts");
+  PTEST_EXPECT_ALIVE(p);
 }
 
 TEST(BadInputConfigured, TooManyClientsIs53300) {
@@ -180,6 +184,7 @@ TEST(BadInputConfigured, TooManyClientsIs53300) {
   ASSERT_TRUE(b.wait_closed());
   std::this_thread::sleep_for(200ms);
   expect_serves_normal_session(p, "after one of max_clients left");
+  PTEST_EXPECT_ALIVE(p);
 }
 
 TEST(BadInputConfigured, UpstreamUnreachableIs08006WithAddress) {
@@ -194,7 +199,7 @@ TEST(BadInputConfigured, UpstreamUnreachableIs08006WithAddress) {
     expect_error_then_close(c, "08006", 5000ms, &message);
     EXPECT_NE(message.find(upstream), std::string::npos) << "message does not name " << upstream << ": " << message;
   }
-  EXPECT_TRUE(p.running());
+  PTEST_EXPECT_ALIVE(p);
 }
 
 class BadInputTls : public ::testing::Test {
@@ -209,6 +214,7 @@ class BadInputTls : public ::testing::Test {
     PTEST_START(proxy_, PredropOptions::with_config("tls:\n  cert_file: " + cert_ + "\n  key_file: " + key_ + "\n"));
   }
   void TearDown() override {
+    if (proxy_.pid() > 0) PTEST_EXPECT_ALIVE(proxy_);
     std::remove(cert_.c_str());
     std::remove(key_.c_str());
   }

@@ -119,6 +119,8 @@ TEST(Leak, ThreeThousandKilledSessionsReturnFdsAndMemory) {
     std::this_thread::sleep_for(300ms);
   };
   settle(1000000);
+  ASSERT_TRUE(p.running()) << "predrop " << p.status() << " during the warm-up; log tail:\n"
+                           << p.log().substr(p.log().size() > 4000 ? p.log().size() - 4000 : 0);
   int fd0 = p.fd_count();
   long rss0 = p.rss_kb();
   ASSERT_GT(fd0, 0);
@@ -142,7 +144,8 @@ TEST(Leak, ThreeThousandKilledSessionsReturnFdsAndMemory) {
     if (!p.running()) {
       running = false;
       monitor.join();
-      FAIL() << "predrop died during batch " << b << "\n" << p.log();
+      FAIL() << "predrop " << p.status() << " during batch " << b << "; log tail:\n"
+             << p.log().substr(p.log().size() > 4000 ? p.log().size() - 4000 : 0);
     }
   }
   running = false;

@@ -36,6 +36,9 @@ bool wait_backend_state(RawConn& admin, uint32_t pid, const std::string& state, 
 class Lifecycle : public ::testing::Test {
  protected:
   void SetUp() override { PTEST_START(proxy_); }
+  void TearDown() override {
+    if (proxy_.pid() > 0) PTEST_EXPECT_ALIVE(proxy_);
+  }
   PredropProcess proxy_;
 };
 

@@ -154,6 +154,14 @@ bool PredropProcess::running() {
   return true;
 }
 
+std::string PredropProcess::status() {
+  if (running()) return "running";
+  if (!exit_code_) return "not started";
+  int c = *exit_code_;
+  if (c > 128) return "killed by signal " + std::to_string(c - 128) + " (" + strsignal(c - 128) + ")";
+  return "exited with status " + std::to_string(c);
+}
+
 void PredropProcess::signal(int sig) {
   if (running()) ::kill(pid_, sig);
 }

@@ -52,6 +52,8 @@ class PredropProcess {
   const std::string& log_path() const { return log_path_; }
   std::string log() const;   // the whole log so far
   bool running();            // not exited (reaps it when it has)
+  // "running", or how it ended ("exited with status 0", "killed by signal 11 (Segmentation fault)").
+  std::string status();
 
   // Sends SIGTERM and waits up to `grace` for the exit; SIGKILL after that. Exit status (WEXITSTATUS),
   // 128+signal when killed by a signal, nullopt when it had to be SIGKILLed.

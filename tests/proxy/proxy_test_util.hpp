@@ -62,6 +62,10 @@ struct Transcript {
 inline void step(RawConn& c, Transcript& t, const std::string& label, std::string_view send, char until, int count = 1,
                  Ms timeout = 30000ms) {
   t.marker(label);
+  if (!c.is_open()) {
+    t.problems.push_back(label + ": no connection");
+    return;
+  }
   if (!send.empty() && !c.send(send)) t.problems.push_back(label + ": send failed: " + c.last_error());
   bool complete = false;
   t.add(c.read_until(until, count, timeout, &complete));
@@ -109,7 +113,12 @@ inline void expect_same_through_predrop(PredropProcess& p, const Scenario& scena
                                        << " bytes direct)\npredrop log tail:\n"
                                        << p.log().substr(p.log().size() > 3000 ? p.log().size() - 3000 : 0);
   EXPECT_GT(direct.messages.size(), 1u);
+  EXPECT_TRUE(p.running()) << "predrop " << p.status() << " during the test; log:\n" << p.log();
 }
+
+// For fixtures: predrop must still be running when the test ends (a crash shows up here).
+#define PTEST_EXPECT_ALIVE(proc) \
+  EXPECT_TRUE((proc).running()) << "predrop " << (proc).status() << " during the test; log tail:\n" << (proc).log().substr((proc).log().size() > 4000 ? (proc).log().size() - 4000 : 0)
 
 // Names that stay the same in the direct and the proxied run but differ between test processes.
 inline std::string per_process(const std::string& prefix) { return prefix + "_" + std::to_string(getpid()); }

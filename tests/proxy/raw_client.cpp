@@ -287,7 +287,8 @@ bool RawConn::send_slowly(std::string_view bytes, size_t chunk, Ms pause) {
 }
 
 bool RawConn::fill(Ms timeout) {
-  if (fd_ < 0 || eof_) return false;
+  if (fd_ < 0) eof_ = true;   // never connected or closed by us: nothing will ever arrive
+  if (eof_) return false;
   if (rpos_ > 0 && rpos_ == rbuf_.size()) {
     rbuf_.clear();
     rpos_ = 0;
