@@ -36,7 +36,7 @@ struct Kind {
 };
 
 std::vector<Kind> kinds() {
-  std::string p = kProvinces;
+  std::string p = std::string("(") + kProvinces + ")";
   return {
       {"provincia", "text", p + "[1 + floor(24 * power(random(), 2))::int]", "'Región ' || floor(random() * 8)::int", true},
       {"provincia_origen", "text", p + "[1 + floor(24 * power(random(), 2))::int]", "'Origen ' || floor(random() * 8)::int", true},
