@@ -6,7 +6,8 @@
 # clients) and prints the tables; everything it started is stopped at the end, whatever happens.
 # Tunables (environment): BENCH_SECONDS (default 15; use 3 while developing), BENCH_CLIENTS, BENCH_MODES,
 # BENCH_REPS, BENCH_SCALE, BENCH_COPY_MB, BENCH_COPY_REPS, BENCH_IDLE_STEPS, BENCH_SKIP ("pgbench copy
-# rss"), BENCH_PREDROP_ARGS, BENCH_KEEP=1 (keep the work dir). See tests/bench/run-bench.sh.
+# rss", or the name of a tests/bench/NAME/run-*.sh benchmark such as hold), BENCH_PREDROP_ARGS,
+# BENCH_KEEP=1 (keep the work dir). See tests/bench/run-bench.sh.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,3 +49,17 @@ echo "bench: direct 127.0.0.1:$PGPORT, pgbouncer :$PGB_PORT (pid $PGB_PID), pred
 echo "bench: $(nproc) cores, ${BENCH_SECONDS:-15} s per pgbench run, $("$PREDROP_BIN" --version 2>/dev/null || echo predrop), $(pgbouncer --version | head -n 1)"
 echo
 "$root/tests/bench/run-bench.sh"
+
+# Further benchmarks other parts of the project keep in tests/bench/NAME/run-*.sh (e.g. hold): each runs
+# against the same cluster with BENCH_WORK set; skip one with BENCH_SKIP containing NAME.
+for extra in "$root"/tests/bench/*/run-*.sh; do
+  [ -x "$extra" ] || [ -f "$extra" ] || continue
+  name=$(basename "$(dirname "$extra")")
+  if [[ " ${BENCH_SKIP:-} " == *" $name "* ]]; then echo "bench: skipping $name"; continue; fi
+  echo
+  echo "bench: ---- $name ($extra) ----"
+  bash "$extra" || echo "bench: $name exited with status $? (its output above)"
+  for tsv in "$BENCH_WORK/$name-results.tsv"; do
+    if [ -s "$tsv" ]; then echo; echo "bench: $name results"; column -t -s $'\t' "$tsv" || cat "$tsv"; fi
+  done
+done
