@@ -3,6 +3,9 @@
 // looked at; everything else streams through in buffer-sized pieces.
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstring>
 
 #include "proxy/metrics.hpp"
@@ -24,17 +27,35 @@ void Session::pump(Pipe& p) {
   if (!p.inject.empty() && p.scan == p.begin && p.pass_remaining == 0) return start_write(p);
   if (p.reading) return;
   if (p.held) {
-    if (p.scan > p.begin) start_write(p);
-    return;
+    if (p.scan > p.begin) return start_write(p);
+    return watch_held_client();
   }
   if (p.buf && p.end > p.scan) {
     ScanResult r = scan(p);
     if (r == ScanResult::error) return;
     if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
     if (p.scan > p.begin) return start_write(p);
-    if (r == ScanResult::held) return;
+    if (r == ScanResult::held) return watch_held_client();
   }
   start_read(p);
+}
+
+// A client that leaves during a hold must never have its statement relayed. Nothing is read
+// while holding (the buffer is not touched), so peek: a closed socket reads as 0 bytes.
+void Session::watch_held_client() {
+  if (watching_held_client_) return;
+  watching_held_client_ = true;
+  client_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
+    self->watching_held_client_ = false;
+    if (ec || self->closed_ || !self->holding_) return;
+    char byte;
+    ssize_t n = ::recv(self->client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      spdlog::info("session {}: client left during a hold; the held statement is discarded", self->client_addr_);
+      return self->close("client left during a hold");
+    }
+    // More bytes are waiting (the client pipelined): they queue behind the held message.
+  });
 }
 
 void Session::maybe_release_buffer(Pipe& p) {

@@ -78,6 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void maybe_send_fatal();
   void close(std::string_view why);
   void maybe_release_buffer(Pipe& p);
+  void watch_held_client();
   Transport& source(Pipe& p) { return p.backend ? *upstream_ : client_; }
   Transport& sink(Pipe& p) { return p.backend ? client_ : *upstream_; }
 
@@ -111,6 +112,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool registered_ = false;
   std::string fatal_;                 // an ErrorResponse waiting for the server's owed replies
   bool close_after_inject_ = false;
+  bool watching_held_client_ = false;
   std::optional<asio::steady_timer> fatal_timer_;
 
   // Statement and transaction state, read off the wire.

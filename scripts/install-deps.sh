@@ -9,6 +9,7 @@ PKGS=(
   postgresql-15 postgresql-client-15 pgbouncer openssl
   python3-psycopg2 python3-sqlalchemy python3-pandas
   clang libclang-rt-14-dev
+  prometheus chromium
 )
 missing=()
 for p in "${PKGS[@]}"; do
