@@ -188,8 +188,11 @@ class Hold:
         p = p or self.p
         if p is None:
             return
+        pid = p.pid
+        if pid is not None and not p.alive():
+            self.fail("predrop %s died during the test" % pid)
         if not p.stop(10):
-            self.fail("predrop %d did not stop on SIGTERM within 10 s" % p.pid)
+            self.fail("predrop %s did not stop on SIGTERM within 10 s" % pid)
         if p in self.instances:
             self.instances.remove(p)
 
@@ -329,10 +332,6 @@ class Hold:
 
     def cleanup(self):
         for p in list(self.instances):
-            if p.alive():
-                pass
-            else:
-                self.fail("predrop %d died during the test" % p.pid)
             self.stop_predrop(p)
         for db in (self.db, self.store_db):
             try:
