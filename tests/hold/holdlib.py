@@ -91,6 +91,7 @@ class Hold:
         self.work = tempfile.mkdtemp(prefix="hold-%s." % name, dir=base)
         os.chmod(self.work, 0o755)
         self.instances = []
+        self.logs = []
         self.p = None
         self.admin = None
         self._admin_conn("DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.db)
@@ -180,6 +181,7 @@ class Hold:
         p = Predrop(self.work, *argv, env=e)
         p.start()
         self.instances.append(p)
+        self.logs.append(p.log)
         self.p = p
         print("# predrop pid %d on port %d: %s" % (p.pid, p.port, " ".join(argv)))
         return p
@@ -340,7 +342,7 @@ class Hold:
                 print("# could not drop %s: %s" % (db, e))
 
     def finish(self):
-        logs = [p.log for p in self.instances]
+        logs = self.logs
         self.cleanup()
         if self.failures:
             for log in logs:
