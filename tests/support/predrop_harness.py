@@ -26,9 +26,11 @@ class Predrop:
         self.log = None
 
     def start(self):
+        env = dict(self.env if self.env is not None else os.environ)
+        env.setdefault("PREDROP_OWNER_PID", str(os.getpid()))  # watchdog: stopped if this process dies
         r = subprocess.run(
             [os.path.join(HERE, "start-predrop.sh"), self.workdir, *self.extra_args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         if r.returncode != 0:
             raise PredropStartError(r.stderr)
         kv = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)

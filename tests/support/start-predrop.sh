@@ -16,6 +16,8 @@
 # Environment:
 #   PREDROP_BIN            the binary (required unless PREDROP_HARNESS_RELAY=python)
 #   PGHOST, PGPORT         the upstream; PREDROP_UPSTREAM=HOST:PORT overrides
+#   PREDROP_OWNER_PID      if set: a watchdog stops this instance when that process is gone (so a test
+#                          killed by a ctest timeout leaves nothing behind)
 #   PREDROP_HARNESS_RELAY  "python": start tests/support/tcp-relay.py (a dumb byte relay) instead of
 #                          predrop, to validate the tests themselves; extra args are then ignored.
 set -euo pipefail
@@ -81,6 +83,19 @@ for attempt in 1 2 3; do
     sleep 0.05
   done
   echo "$pid" >"$work/predrop.$port.pid"
+  if [ -n "${PREDROP_OWNER_PID:-}" ]; then
+    # Watchdog: if the test that owns this instance dies without stopping it (a ctest timeout, a
+    # kill -9), stop it. It only signals a process whose command line is still this instance's.
+    nohup bash -c '
+      owner=$1 pid=$2 tag=$3
+      mine() { tr "\0" " " <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$tag"; }
+      while kill -0 "$owner" 2>/dev/null && kill -0 "$pid" 2>/dev/null; do sleep 1; done
+      mine || exit 0
+      kill -TERM "$pid" 2>/dev/null
+      for _ in $(seq 1 100); do mine || exit 0; sleep 0.1; done
+      mine && kill -KILL "$pid" 2>/dev/null
+    ' predrop-watchdog "$PREDROP_OWNER_PID" "$pid" "127.0.0.1:$port" </dev/null >/dev/null 2>&1 &
+  fi
   echo "PREDROP_PORT=$port"
   echo "PREDROP_PID=$pid"
   echo "PREDROP_LOG=$log"

@@ -51,7 +51,7 @@ tl_cleanup() {
 # tl_start_predrop [extra predrop args...]: a fresh instance for this test.
 tl_start_predrop() {
   local out
-  out=$("$TL_SUPPORT/start-predrop.sh" "$TL_WORK" "$@") || { echo "FAIL: predrop did not start"; exit 1; }
+  out=$(PREDROP_OWNER_PID=$$ "$TL_SUPPORT/start-predrop.sh" "$TL_WORK" "$@") || { echo "FAIL: predrop did not start"; exit 1; }
   eval "$out"
   TL_PIDS+=("$PREDROP_PID")
   TL_LOGS+=("$PREDROP_LOG")

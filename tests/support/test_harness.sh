@@ -40,6 +40,19 @@ disown "$stubborn"   # no "Killed" job report; stop-predrop treats the zombie as
 for _ in $(seq 1 100); do [ -f "$work/ready" ] && break; sleep 0.1; done
 rc=0; "$here/stop-predrop.sh" "$stubborn" 1 2>/dev/null || rc=$?
 [ "$rc" -eq 1 ] && ok "SIGKILL after grace, status 1" || fail "stop-predrop returned $rc for a process ignoring SIGTERM"
+# 5. Watchdog: the owner dies without stopping its instance; the instance goes away by itself.
+bash -c 'sleep 30' &
+owner=$!
+out=$(PREDROP_OWNER_PID=$owner PREDROP_HARNESS_RELAY=python "$here/start-predrop.sh" "$work") || fail "relay did not start"
+eval "$out"
+kill -KILL "$owner"; wait "$owner" 2>/dev/null
+gone=no
+for _ in $(seq 1 50); do
+  if ! kill -0 "$PREDROP_PID" 2>/dev/null || [ "$(awk '{print $3}' /proc/$PREDROP_PID/stat 2>/dev/null)" = Z ]; then gone=yes; break; fi
+  sleep 0.1
+done
+[ "$gone" = yes ] && ok "watchdog stopped the instance of a dead owner" || { fail "instance outlived its owner"; "$here/stop-predrop.sh" "$PREDROP_PID" 1; }
+
 rm -rf "$work"
 [ "$fails" -eq 0 ] && echo "harness: all checks passed" && exit 0
 echo "harness: $fails check(s) FAILED"; exit 1

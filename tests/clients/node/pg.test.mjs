@@ -23,7 +23,8 @@ let workdir = null;
 const transcripts = {};
 
 function startPredrop() {
-  const out = execFileSync(path.join(support, 'start-predrop.sh'), [workdir], { encoding: 'utf8' });
+  const out = execFileSync(path.join(support, 'start-predrop.sh'), [workdir],
+    { encoding: 'utf8', env: { ...process.env, PREDROP_OWNER_PID: String(process.pid) } });
   const kv = Object.fromEntries(out.trim().split('\n').map((l) => l.split(/=(.*)/s).slice(0, 2)));
   return { port: Number(kv.PREDROP_PORT), pid: Number(kv.PREDROP_PID), log: kv.PREDROP_LOG };
 }
