@@ -193,6 +193,8 @@ void cmd_diff(const Flags& f) {
     if (!v.diff.schema_changed && v.diff.type_changed.empty() && v.diff.added.empty()) std::cout << "  no column change\n";
     print_diff(std::cout, v.diff, p);
     std::cout << "verdict: " << verdict_text(v, p) << "\n";
+  } catch (const CLI::Error&) {
+    throw;  // finish(): an exit code, not a failure
   } catch (const std::runtime_error& e) {
     fail("diff", e.what());
   }
@@ -227,6 +229,8 @@ void cmd_history(const Flags& f) {
       if (d) print_diff(std::cout, *d, p, "      ");
     }
     if (f.c.format == "json") std::cout << json{{"table", schema + "." + table}, {"snapshots", out}}.dump(2) << "\n";
+  } catch (const CLI::Error&) {
+    throw;  // finish(): an exit code, not a failure
   } catch (const std::runtime_error& e) {
     fail("history", e.what());
   }
@@ -296,6 +300,8 @@ void cmd_ddl(const Flags& f) {
     auto ddl = create_table_ddl(*snap, f.name);
     if (f.c.format == "json") std::cout << json{{"snapshot", snapshot_json(*snap)}, {"ddl", ddl}}.dump(2) << "\n";
     else std::cout << ddl;
+  } catch (const CLI::Error&) {
+    throw;  // finish(): an exit code, not a failure
   } catch (const std::runtime_error& e) {
     fail("ddl", e.what());
   }
@@ -347,6 +353,8 @@ void cmd_baseline(const Flags& f) {
                 << " tables/s)\n";
     }
     finish(r.errors.empty() ? 0 : 1);
+  } catch (const CLI::Error&) {
+    throw;  // finish(): an exit code, not a failure
   } catch (const std::runtime_error& e) {
     fail("baseline", e.what());
   }
@@ -536,6 +544,8 @@ void cmd_report(const Flags& f) {
       for (const auto& pv : pairs)
         if (pv.evaluated && pv.after->id == ex["after_id"] && pv.before->id == ex["before_id"]) print_diff(std::cout, pv.verdict.diff, p);
     }
+  } catch (const CLI::Error&) {
+    throw;  // finish(): an exit code, not a failure
   } catch (const std::runtime_error& e) {
     fail("report", e.what());
   }

@@ -23,7 +23,7 @@ struct Run {
   std::string out;
 };
 
-Run predrop(const std::string& args) {
+Run run_predrop(const std::string& args) {
   const char* bin = std::getenv("PREDROP_BIN");
   std::string cmd = std::string(bin ? bin : "predrop") + " " + args + " 2>/dev/null";
   Run r;
@@ -54,7 +54,7 @@ class EvidenceTest : public ::testing::Test {
     ASSERT_NE(std::getenv("PREDROP_BIN"), nullptr);
     target = std::make_unique<TempDatabase>("ev_target");
     store = std::make_unique<TempDatabase>("ev_store");
-    auto m = predrop("migrate --store " + q(conninfo_for(store->name())));
+    auto m = run_predrop("migrate --store " + q(conninfo_for(store->name())));
     ASSERT_EQ(m.rc, 0) << m.out;
     db = std::make_unique<Db>(target->name());
     sdb = std::make_unique<Db>(store->name());
@@ -62,7 +62,7 @@ class EvidenceTest : public ::testing::Test {
   std::string store_flag() { return " --store " + q(conninfo_for(store->name())); }
   std::string target_flag() { return " --target " + q(conninfo_for(target->name())); }
   json baseline(const std::string& extra = "") {
-    auto r = predrop("baseline --format json" + target_flag() + store_flag() + extra);
+    auto r = run_predrop("baseline --format json" + target_flag() + store_flag() + extra);
     EXPECT_EQ(r.rc, 0) << r.out;
     return json_of(r);
   }
@@ -86,25 +86,25 @@ TEST_F(EvidenceTest, BaselineRecaptureDiffHistory) {
   auto b2 = baseline(" --schema raw");
   EXPECT_EQ(b2["captured"], 1);
 
-  auto h = json_of(predrop("history raw.t --format json" + store_flag()));
+  auto h = json_of(run_predrop("history raw.t --format json" + store_flag()));
   ASSERT_EQ(h["snapshots"].size(), 2u);
   EXPECT_EQ(h["snapshots"][0]["column_count"], 2);
   EXPECT_EQ(h["snapshots"][1]["column_count"], 3);
   EXPECT_TRUE(h["snapshots"][0]["changed"].is_null());
   EXPECT_EQ(h["snapshots"][1]["changed"]["added"], json::array({"anio"}));
 
-  auto d = json_of(predrop("diff raw.t --format json" + store_flag()));
+  auto d = json_of(run_predrop("diff raw.t --format json" + store_flag()));
   EXPECT_EQ(d["diff"]["added"], json::array({"anio"}));
   EXPECT_EQ(d["diff"]["removed"], json::array());
   EXPECT_EQ(d["verdict"]["verdict"], "unattributable");  // no provenance recorded
   sdb->exec("UPDATE predrop.schema_snapshots SET parser_version = 'p:testfingerprint', normalization_version = 'n:testfingerprint'");
-  d = json_of(predrop("diff raw.t --format json" + store_flag()));
+  d = json_of(run_predrop("diff raw.t --format json" + store_flag()));
   EXPECT_EQ(d["verdict"]["verdict"], "unexplained");
   EXPECT_EQ(d["verdict"]["change_class"], "additive");
   EXPECT_TRUE(d["verdict"]["is_actionable"]);
   // By ids, the same answer.
   std::string a = h["snapshots"][0]["id"], b = h["snapshots"][1]["id"];
-  auto byid = json_of(predrop("diff " + a + " " + b + " --format json" + store_flag()));
+  auto byid = json_of(run_predrop("diff " + a + " " + b + " --format json" + store_flag()));
   EXPECT_EQ(byid["diff"]["added"], json::array({"anio"}));
 }
 
@@ -115,11 +115,11 @@ TEST_F(EvidenceTest, DiffShowsRenameAsText) {
   baseline(" --schema public");
   db->exec("ALTER TABLE r RENAME COLUMN provincia TO jurisdiccion; ANALYZE r");
   baseline(" --schema public");
-  auto t = predrop("diff public.r" + store_flag());
+  auto t = run_predrop("diff public.r" + store_flag());
   EXPECT_EQ(t.rc, 0);
   EXPECT_NE(t.out.find("provincia \u2192 jurisdiccion (1.00)"), std::string::npos) << t.out;
   EXPECT_EQ(t.out.find("\033["), std::string::npos) << "colour without a terminal";
-  auto j = json_of(predrop("diff public.r --format json --method profile" + store_flag()));
+  auto j = json_of(run_predrop("diff public.r --format json --method profile" + store_flag()));
   EXPECT_EQ(j["diff"]["renamed_candidates"][0]["to"], "jurisdiccion");
 }
 
@@ -151,7 +151,7 @@ TEST_F(EvidenceTest, BaselineNeverWritesToTarget) {
   std::string counters = "SELECT tup_inserted || '/' || tup_updated || '/' || tup_deleted FROM pg_stat_database WHERE datname = '" +
                          target->name() + "'";
   std::string before = Db("postgres").value(counters);
-  auto r = predrop("baseline --format json --schema s --target " + q(conninfo_for(target->name()) + " user=" + role) + store_flag());
+  auto r = run_predrop("baseline --format json --schema s --target " + q(conninfo_for(target->name()) + " user=" + role) + store_flag());
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(json_of(r)["captured"], 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -169,7 +169,7 @@ TEST_F(EvidenceTest, BaselineSpeed) {
            "END LOOP; END $$");
   auto r = baseline(" --schema public");
   EXPECT_EQ(r["captured"], n);
-  std::printf("baseline speed: %d tables in %.2f s = %.0f tables/s (end to end, including process start)\n", n,
+  std::printf("baseline speed: %d tables in %.2f s = %.0f tables/s (end to end: listing, comparison, catalog reads, store writes)\n", n,
               r["seconds"].get<double>(), r["tables_per_s"].get<double>());
   EXPECT_EQ(sdb->value("SELECT count(*) FROM predrop.schema_snapshots"), std::to_string(n));
 }
@@ -180,7 +180,7 @@ TEST_F(EvidenceTest, DdlRecreatesTheCapturedShape) {
            "ALTER TABLE shape DROP COLUMN gone");  // an ordinal gap
   baseline(" --schema public");
   std::string id = sdb->value("SELECT id FROM predrop.schema_snapshots WHERE table_name = 'shape'");
-  auto r = predrop("ddl " + id + store_flag());
+  auto r = run_predrop("ddl " + id + store_flag());
   ASSERT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("\"Mixed Case\" text"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"select\" integer"), std::string::npos) << r.out;
@@ -196,7 +196,7 @@ TEST_F(EvidenceTest, DdlRecreatesTheCapturedShape) {
 }
 
 TEST_F(EvidenceTest, ReportPairsBothKinds) {
-  auto none = json_of(predrop("report --format json" + store_flag()));
+  auto none = json_of(run_predrop("report --format json" + store_flag()));
   EXPECT_EQ(none["pairs_found"], 0);
   EXPECT_EQ(none["evaluated"], 0);
   EXPECT_EQ(none["mode"], "shadow");
@@ -207,7 +207,7 @@ TEST_F(EvidenceTest, ReportPairsBothKinds) {
   sdb->exec("UPDATE predrop.schema_snapshots SET parser_version = 'p:x', resource_identity = 'res:t', "
             "version = CASE table_name WHEN 't__v1' THEN 1 ELSE 2 END WHERE table_name LIKE 't\\_\\_v%'");
   sdb->exec("UPDATE predrop.schema_snapshots SET parser_version = 'p:x' WHERE table_name = 'same'");
-  auto r = json_of(predrop("report --days 30 --format json" + store_flag()));
+  auto r = json_of(run_predrop("report --days 30 --format json" + store_flag()));
   EXPECT_EQ(r["pairs_found"], 2);
   EXPECT_EQ(r["pairs_by_kind"]["same_table"], 1);
   EXPECT_EQ(r["pairs_by_kind"]["version"], 1);
@@ -222,6 +222,6 @@ TEST_F(EvidenceTest, ReportPairsBothKinds) {
     }
   }
   EXPECT_TRUE(saw_version);
-  auto text = predrop("report" + store_flag());
+  auto text = run_predrop("report" + store_flag());
   EXPECT_NE(text.out.find("2 change(s) survived every gate"), std::string::npos) << text.out;
 }

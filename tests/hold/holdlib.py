@@ -91,6 +91,7 @@ class Hold:
         self.work = tempfile.mkdtemp(prefix="hold-%s." % name, dir=base)
         os.chmod(self.work, 0o755)
         self.instances = []
+        self.logs = []
         self.p = None
         self.admin = None
         self._admin_conn("DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.db)
@@ -180,6 +181,7 @@ class Hold:
         p = Predrop(self.work, *argv, env=e)
         p.start()
         self.instances.append(p)
+        self.logs.append(p.log)
         self.p = p
         print("# predrop pid %d on port %d: %s" % (p.pid, p.port, " ".join(argv)))
         return p
@@ -188,8 +190,11 @@ class Hold:
         p = p or self.p
         if p is None:
             return
+        pid = p.pid
+        if pid is not None and not p.alive():
+            self.fail("predrop %s died during the test" % pid)
         if not p.stop(10):
-            self.fail("predrop %d did not stop on SIGTERM within 10 s" % p.pid)
+            self.fail("predrop %s did not stop on SIGTERM within 10 s" % pid)
         if p in self.instances:
             self.instances.remove(p)
 
@@ -329,10 +334,6 @@ class Hold:
 
     def cleanup(self):
         for p in list(self.instances):
-            if p.alive():
-                pass
-            else:
-                self.fail("predrop %d died during the test" % p.pid)
             self.stop_predrop(p)
         for db in (self.db, self.store_db):
             try:
@@ -341,7 +342,7 @@ class Hold:
                 print("# could not drop %s: %s" % (db, e))
 
     def finish(self):
-        logs = [p.log for p in self.instances]
+        logs = self.logs
         self.cleanup()
         if self.failures:
             for log in logs:

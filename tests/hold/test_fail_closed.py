@@ -89,12 +89,14 @@ def closed_cases(h):
     # psql, one multi-statement Query; the COMMIT after the refused DROP must not commit anything
     r = h.psql("BEGIN; INSERT INTO guarded.t3 VALUES (1); DROP TABLE guarded.t3; COMMIT;")
     h.check(r.rc != 0 and "predrop" in r.err, "fail closed, psql multi-statement: error from predrop", r)
+    h.check("guarded.t3" in r.err, "fail closed, psql multi-statement: the error names guarded.t3", r.err.strip())
     h.check(h.exists("guarded.t3") and h.q("SELECT count(*) FROM guarded.t3")[0][0] == 0,
             "fail closed, psql multi-statement: t3 exists, the INSERT before it rolled back")
 
     # via search_path: the policy applies to the schema the name resolves to
     r = h.psql("SET search_path = guarded", "DROP TABLE t4")
     h.check(r.rc != 0 and "predrop" in r.err, "fail closed via SET search_path = guarded; DROP TABLE t4: refused", r)
+    h.check("guarded.t4" in r.err, "fail closed via search_path: the error names guarded.t4", r.err.strip())
     h.check(h.exists("guarded.t4"), "fail closed via search_path: guarded.t4 still exists")
 
     # control: a schema without the rule fails open with the same slow store

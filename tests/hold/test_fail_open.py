@@ -46,7 +46,7 @@ def check_fail_open_drop(h, label, table):
 
 
 def test(h):
-    h.exec("CREATE TABLE slow_t (a int, b text); CREATE TABLE lock_t (a int); CREATE TABLE down_t (a int);"
+    h.exec("CREATE TABLE slow_t (a int, b text); CREATE TABLE slow_t2 (a int); CREATE TABLE lock_t (a int); CREATE TABLE down_t (a int);"
            "CREATE TABLE ks_t (a int); CREATE TABLE ok_t (a int);")
     h.start_predrop("--hold-timeout-ms", str(TIMEOUT_MS))
 
@@ -64,12 +64,13 @@ def test(h):
            "$f$BEGIN PERFORM pg_sleep(5); RETURN NEW; END$f$;"
            "CREATE TRIGGER hold_test_slow BEFORE INSERT ON predrop.schema_snapshots "
            "FOR EACH ROW EXECUTE FUNCTION predrop.hold_test_slow();", db=h.store_db)
-    oid = check_fail_open_drop(h, "slow store", "slow_t")
-    if oid:
-        rows = h.wait_for(lambda: [e for e in h.events("table_oid = %s OR table_name = 'slow_t'", (oid,))
-                                   if e["outcome"] in FAIL_OUTCOMES], timeout=10)
-        h.check(bool(rows), "slow store: ledger records the miss (timeout/store_error)",
-                [(e["outcome"], e["error"]) for e in h.events("table_name = 'slow_t'")])
+    for t in ("slow_t", "slow_t2"):
+        oid = check_fail_open_drop(h, "slow store", t)
+        if oid:
+            rows = h.wait_for(lambda: [e for e in h.events("table_oid = %s OR table_name = %s", (oid, t))
+                                       if e["outcome"] in FAIL_OUTCOMES], timeout=10)
+            h.check(bool(rows), "slow store: ledger records the miss of %s (timeout/store_error)" % t,
+                    [(e["outcome"], e["error"]) for e in h.events("table_name = %s", (t,))])
     h.exec("DROP TRIGGER hold_test_slow ON predrop.schema_snapshots", db=h.store_db)
 
     # ---- locked store ----
@@ -87,7 +88,7 @@ def test(h):
         h.check(bool(rows), "locked store: ledger records the miss (timeout/store_error)",
                 [(e["outcome"], e["error"]) for e in h.events("table_name = 'lock_t'")])
     # a late snapshot written after the drop would be a lie about the order: report it
-    late = [s for s in h.snapshots("table_name IN ('slow_t', 'lock_t')")]
+    late = [s for s in h.snapshots("table_name IN ('slow_t', 'slow_t2', 'lock_t')")]
     truth = {t[1]: t[4] for t in h.truth()}
     for s in late:
         if s["table_name"] in truth and s["captured_at"] > truth[s["table_name"]]:
@@ -99,7 +100,7 @@ def test(h):
                                                for e in rows])
     anon = [(e["outcome"], e["statement"]) for e in rows if not e["table_name"]]
     h.check(not anon, "every miss in the ledger names its table", anon)
-    for t in ("slow_t", "lock_t"):
+    for t in ("slow_t", "slow_t2", "lock_t"):
         n = len([e for e in rows if e["table_name"] == t])
         h.check(n == 1, "%s: exactly one ledger row for the miss" % t, n)
     h.stop_predrop()

@@ -41,6 +41,7 @@ CREATE FOREIGN TABLE public.ft (a int, b text) SERVER hold_dummy_srv_ROLETAG;
 CREATE TABLE public.rb_t (a int);
 CREATE TABLE public.commit_t (a int);
 CREATE TABLE public.ext_keep (a int);
+CREATE TABLE public.impl_t (a int); CREATE TABLE public.sp_rb (a int);
 ANALYZE;
 """
 
@@ -160,6 +161,16 @@ def test(h):
     r = h.psql(stdin="BEGIN;\nSELECT 1;\nDROP TABLE commit_t;\nCOMMIT;\n")
     h.check(r.rc == 0 and not h.exists("public.commit_t"), "BEGIN; DROP TABLE commit_t; COMMIT; -> dropped", r)
     expect.append(("public", "commit_t", oct_, "written", "dropped"))
+
+    # 11b. an implicit transaction (one Query) that fails after the DROP; a savepoint rolled back
+    oimp = o("public.impl_t")
+    r = h.psql("DROP TABLE impl_t; SELECT 1/0;")
+    h.check(r.rc != 0 and h.exists("public.impl_t"), "'DROP TABLE impl_t; SELECT 1/0;' fails and impl_t survives", r)
+    expect.append(("public", "impl_t", oimp, "written", "not_dropped"))
+    osp = o("public.sp_rb")
+    r = h.psql(stdin="BEGIN;\nSAVEPOINT s;\nDROP TABLE sp_rb;\nROLLBACK TO SAVEPOINT s;\nCOMMIT;\n")
+    h.check(r.rc == 0 and h.exists("public.sp_rb"), "DROP inside a savepoint rolled back: sp_rb survives", r)
+    expect.append(("public", "sp_rb", osp, "written", "not_dropped"))
 
     # 12. a table created in the client's still-open transaction: invisible to predrop's connection
     r = h.psql(stdin="BEGIN;\nCREATE TABLE fresh_t (a int);\nINSERT INTO fresh_t VALUES (1);\n"
