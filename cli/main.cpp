@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "capture/capture.hpp"
+#include "cli/evidence.hpp"
 #include "policy/policy.hpp"
 #include "proxy/server.hpp"
 
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
   auto* migrate = app.add_subcommand("migrate", "apply the store's pending migrations");
   migrate->add_option("--store", migrate_store, "libpq conninfo of the snapshot store");
   migrate->add_option("--config", migrate_config, "YAML config file");
+
+  predrop::cli::register_evidence_commands(app);
 
   CLI11_PARSE(app, argc, argv);
 

@@ -13,6 +13,7 @@ BUILD_DIR=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$root/$BUILD_DIR;; esac
 export PREDROP_BIN=${PREDROP_BIN:-$BUILD_DIR/cli/predrop}
+export BENCH_BUILD_DIR=$BUILD_DIR
 [ -x "$PREDROP_BIN" ] || { echo "bench: $PREDROP_BIN not built (make build)" >&2; exit 1; }
 command -v pgbouncer >/dev/null || { echo "bench: pgbouncer not installed (scripts/install-deps.sh)" >&2; exit 1; }
 

@@ -59,7 +59,12 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
   echo "run: 127.0.0.1:$port is already in use (another make run?); set PREDROP_RUN_PORT" >&2
   exit 1
 fi
-"$bin" serve --listen "127.0.0.1:$port" --upstream "$PGHOST:$PGPORT" "${extra[@]}" &
+# Capture and store on the same throwaway cluster: snapshots land in schema predrop of database postgres.
+admin_port=${PREDROP_RUN_ADMIN_PORT:-9187}
+"$bin" serve --listen "127.0.0.1:$port" --upstream "$PGHOST:$PGPORT" \
+  --capture "host=$PGHOST port=$PGPORT user=postgres" \
+  --store "host=$PGHOST port=$PGPORT user=postgres dbname=postgres" \
+  --admin "127.0.0.1:$admin_port" "${extra[@]}" &
 pid=$!
 for _ in $(seq 1 200); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -74,6 +79,16 @@ cat <<EOF
   Connect through predrop:
 
     psql -h 127.0.0.1 -p $port -U postgres postgres
+
+  Drop a table there, then see its snapshot (taken before the drop) and the ledger:
+
+    CREATE TABLE pets (id int, name text); INSERT INTO pets VALUES (1, 'rex'); ANALYZE pets;
+    DROP TABLE pets;
+    SELECT captured_at, schema_name, table_name, column_count, schema_hash, drop_outcome, hold_ms,
+           jsonb_pretty(columns_profile) FROM predrop.schema_snapshots ORDER BY captured_at DESC LIMIT 1;
+    SELECT occurred_at, outcome, table_name, statement FROM predrop.drop_events ORDER BY occurred_at DESC;
+
+  Metrics: curl -s http://127.0.0.1:$admin_port/metrics | grep ^predrop_
 
   Test roles: scram_user / scram-secret (SCRAM-SHA-256), md5_user / md5-secret (md5).
   Ctrl-C stops predrop and the cluster.

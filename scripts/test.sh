@@ -25,7 +25,7 @@ if [ "${PREDROP_TEST_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   # The real-client and benchmark-style suites prove behaviour in the normal build; under the
   # sanitizers run the unit and protocol tests, which drive every code path of the relay.
-  (cd "$root/build-asan" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" -LE "${PREDROP_ASAN_EXCLUDE:-clients|deploy|bench}") || status=1
+  (cd "$root/build-asan" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" -LE "${PREDROP_ASAN_EXCLUDE:-clients|deploy|bench|hold|evidence}") || status=1
 fi
 
 if [ "${PREDROP_TEST_FUZZ:-1}" != 0 ]; then

@@ -1,0 +1,26 @@
+// The startup packet parser and the decoders predrop applies to server messages.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "proxy/wire.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace predrop::proxy::wire;
+  const char* p = reinterpret_cast<const char*>(data);
+  if (auto sp = parse_startup(p, size)) {
+    (void)sp->get("user");
+    (void)search_path_from_options(sp->get("options"));
+  }
+  (void)parse_error_fields(p, size);
+  (void)search_path_from_options(std::string_view(p, size));
+  // strip_scram_plus works in place on a whole AuthenticationSASL message: give it one.
+  std::string msg(9, '\0');
+  msg[0] = 'R';
+  write_u32(msg.data() + 5, 10);
+  msg.append(p, size);
+  write_u32(msg.data() + 1, static_cast<uint32_t>(msg.size() - 1));
+  size_t n = strip_scram_plus(msg.data(), msg.size());
+  if (n > msg.size() || read_u32(msg.data() + 1) != n - 1) __builtin_trap();
+  return 0;
+}
