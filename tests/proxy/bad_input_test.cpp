@@ -29,11 +29,10 @@ class BadInput : public ::testing::Test {
 
 // --- after startup ------------------------------------------------------------------------------
 
-// KNOWN BUG (proxy/relay.cpp at 8e2208a, Session::scan, the len < 4 || len > max_len branch):
-// the FATAL 08P01 is appended to back_.inject and pump(back_) is called, but back_ is normally
-// `reading` (idle wait on the upstream socket), so pump() returns at once without writing; the
-// posted close() then runs because back_.writing is false, and the client sees the connection
-// close with no ErrorResponse. The two tests below fail until that is fixed.
+// Regression: at 8e2208a (proxy/relay.cpp, Session::scan, the len < 4 || len > max_len branch) the
+// FATAL 08P01 went into back_.inject but pump(back_) returned at once because back_ was `reading`
+// (idle wait on the upstream socket); the posted close() then ran and the client saw the
+// connection close with no ErrorResponse. Fixed in d82fea8.
 class BadMessageLength : public BadInput, public ::testing::WithParamInterface<uint32_t> {};
 
 TEST_P(BadMessageLength, QueryWithInvalidLengthIs08P01) {
@@ -50,8 +49,8 @@ INSTANTIATE_TEST_SUITE_P(Lengths, BadMessageLength, ::testing::Values(0u, 2u, 3u
 TEST_F(BadInput, InvalidLengthAfterValidMessagesInSameWrite) {
   // PostgreSQL answers the valid Query and then fails on the bad message behind it. A faithful
   // relay forwards the valid message before it reports the bad one.
-  // KNOWN BUG (see above; also: scan() reaches the bad header before the decided Query has been
-  // written upstream, and closes without writing it).
+  // (At 8e2208a scan() also reached the bad header before the decided Query had been written
+  // upstream and closed without writing it; fixed in d82fea8.)
   RawConn c = started_session();
   ASSERT_TRUE(c.send(msg::query("SELECT 1") + "Q" + msg::u32(2)));
   std::vector<Message> got;
