@@ -80,7 +80,10 @@ struct CaptureService::Impl {
     return connect_params(cfg.capture_conninfo, db, "predrop-capture",
                           "-c statement_timeout=" + std::to_string(cfg.capture_statement_timeout_ms) +
                               " -c lock_timeout=" + std::to_string(cfg.capture_lock_timeout_ms) +
-                              " -c default_transaction_read_only=on");
+                              " -c default_transaction_read_only=on" +
+                              // The catalog queries probe by name/OID, so a generic plan is as good as
+                              // a custom one, and re-planning the batched CTE costs milliseconds a hold.
+                              " -c plan_cache_mode=force_generic_plan");
   }
   ConnectParams store_params() const {
     return connect_params(cfg.store_conninfo, "", "predrop-store",

@@ -16,6 +16,9 @@ namespace predrop::proxy {
 void Session::start_relay() {
   relaying_ = true;
   startup_timer_.cancel();
+  spdlog::info("session start client={} user={} database={} application_name={} tls={}", client_addr_, params_.get("user"),
+               params_.get("database").empty() ? params_.get("user") : params_.get("database"),
+               params_.get("application_name"), client_.is_tls() ? "on" : "off");
   pump(front_);
   pump(back_);
 }

@@ -4,7 +4,6 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +16,22 @@
 #include "proxy/wire.hpp"
 
 namespace predrop::proxy {
+
+// The replies the server owes, oldest first. A string with a moving head: an idle session holds
+// nothing on the heap (std::deque allocates a 512-byte block up front, per session).
+class OwedReplies {
+ public:
+  bool empty() const { return head_ == q_.size(); }
+  char front() const { return q_[head_]; }
+  void push_back(char c) { q_.push_back(c); }
+  void pop_back() { q_.pop_back(); if (empty()) clear(); }
+  void pop_front() { if (++head_ == q_.size()) clear(); }
+  void clear() { q_.clear(); head_ = 0; }
+
+ private:
+  std::string q_;
+  size_t head_ = 0;
+};
 
 // One direction of the relay. Bytes in buf[begin, scan) are decided and wait to be written;
 // buf[scan, end) are not yet looked at. Reading stops while anything waits to be written
@@ -125,7 +140,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<parser::SearchPathTracker> search_path_;
   // Replies the server owes for relayed messages, in order: P(arse) B(ind) S(ync) Q(uery);
   // lower case for the ones predrop injected, whose replies the client must not see.
-  std::deque<char> owed_;
+  OwedReplies owed_;
 
   // The hold.
   uint64_t hold_seq_ = 0;
