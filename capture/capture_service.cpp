@@ -88,7 +88,7 @@ struct CaptureService::Impl {
   ConnectParams store_params() const {
     return connect_params(cfg.store_conninfo, "", "predrop-store",
                           "-c statement_timeout=" + std::to_string(cfg.store_statement_timeout_ms) +
-                              " -c lock_timeout=2000");
+                              " -c lock_timeout=2000 -c plan_cache_mode=force_generic_plan");
   }
 
   void publish() {
@@ -222,7 +222,8 @@ struct CaptureService::Impl {
     acquire(job, store_pool, "", [this, job] {
       ensure_sql(*job->conn);
       ++n_store;
-      BatchQuery q{nullptr, sql->write, write_params(job->rows, job->req.ctx, cfg, job->req.reason, job->capture_ms)};
+      // Prepared once per store connection: planning the write costs more than running it.
+      BatchQuery q{"predrop_store_write_v1", sql->write, write_params(job->rows, job->req.ctx, cfg, job->req.reason, job->capture_ms)};
       run(job, q, [this, job](PgResult r) {
         release(job);
         if (!r.ok()) return fail(job, "store_error", r.error);
