@@ -96,10 +96,25 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
     for (const auto& t : st.targets) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
       auto effective = path.effective(params_.get("user"));
-      std::string schema_for_policy = !t.relation.schema.empty() ? t.relation.schema
-                                      : (t.kind == parser::DestroyKind::drop_schema ? t.relation.name
-                                         : (effective.empty() ? std::string() : effective.front()));
-      auto decision = cfg->decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
+      std::string schema_for_policy;
+      policy::Decision decision;
+      if (!t.relation.schema.empty() || t.kind == parser::DestroyKind::drop_schema) {
+        schema_for_policy = t.relation.schema.empty() ? t.relation.name : t.relation.schema;
+        decision = cfg->decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
+      } else {
+        // Unqualified: the table's schema is known only once capture resolves it, so the first
+        // schema of the path that a rule names decides ("$user" rarely exists; public usually does).
+        schema_for_policy = effective.empty() ? std::string() : effective.front();
+        decision = cfg->decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
+        for (const auto& candidate : effective) {
+          auto d = cfg->decide(db, candidate, t.relation.name, static_cast<int>(t.kind));
+          if (d.rule_index >= 0) {
+            decision = d;
+            schema_for_policy = candidate;
+            break;
+          }
+        }
+      }
       if (decision.action == policy::Action::skip) {
         skipped.push_back(schema_for_policy + "." + t.relation.name);
         continue;
