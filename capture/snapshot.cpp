@@ -38,12 +38,16 @@ std::string schema_hash(std::vector<std::string> names, const std::vector<std::s
 std::string clip_chars(std::string_view s, int n) {
   if (n < 0) n = 0;
   int count = 0;
+  int run = 0;  // continuation bytes since the last lead byte
   for (size_t i = 0; i < s.size(); ++i) {
     // A code point starts at every byte that is not a UTF-8 continuation byte (10xxxxxx).
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
-      if (count == n) return std::string(s.substr(0, i));
-      ++count;
-    }
+    // Text that is not UTF-8 (an SQL_ASCII database) may hold long runs of continuation bytes:
+    // past the three a sequence can have, each counts as a character, so the bound always holds.
+    bool continuation = (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+    if (continuation && ++run <= 3) continue;
+    if (!continuation) run = 0;
+    if (count == n) return std::string(s.substr(0, i));
+    ++count;
   }
   return std::string(s);
 }

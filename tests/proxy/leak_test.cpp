@@ -161,7 +161,12 @@ TEST(Leak, ThreeThousandKilledSessionsReturnFdsAndMemory) {
   EXPECT_EQ(main.failed.load(), 0) << main.first_failure;
   EXPECT_GT(peak_fds.load(), fd0 + 4) << "the fd count never rose during the run: is /proc/" << p.pid() << "/fd readable?";
   EXPECT_LE(fd1, fd0 + 3) << "descriptors leaked: " << fd0 << " before, " << fd1 << " after";
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine, so RSS says nothing here; LeakSanitizer checks at exit.
+  std::cout << "leak test: RSS bound not checked under AddressSanitizer\n";
+#else
   EXPECT_LT(rss1 - rss0, 20 * 1024) << "VmRSS grew by " << (rss1 - rss0) << " kB";
+#endif
   EXPECT_EQ(left, 0) << "upstream backends of killed sessions still connected";
   expect_serves_normal_session(p, "after 3000 killed sessions");
   auto code = p.stop();
