@@ -261,12 +261,13 @@ void Session::release_hold(bool proceed, std::string_view sqlstate, std::string 
   pump(p);
 }
 
-void Session::on_cancel_request(std::string packet) {
-  if (closed_) return;
+void Session::on_cancel_request(std::string packet, std::function<void()> done) {
+  if (closed_) return done();
   if (holding_) {
     // The held statement never reached the server, so there is nothing there to cancel.
     spdlog::info("session {}: cancel request ended a hold; the statement was not relayed", client_addr_);
-    return release_hold(false, "57014", "canceling statement due to user request");
+    release_hold(false, "57014", "canceling statement due to user request");
+    return done();
   }
   // Relay the cancel to the server on a fresh connection, as the client would have.
   auto cfg = cfg_;
@@ -274,14 +275,15 @@ void Session::on_cancel_request(std::string packet) {
   auto resolver = std::make_shared<tcp::resolver>(executor());
   auto data = std::make_shared<std::string>(std::move(packet));
   resolver->async_resolve(cfg->upstream.host, std::to_string(cfg->upstream.port),
-                          [sock, resolver, data](boost::system::error_code ec, tcp::resolver::results_type results) {
-    if (ec) return;
-    asio::async_connect(*sock, results, [sock, data](boost::system::error_code ec, const tcp::endpoint&) {
-      if (ec) return;
-      asio::async_write(*sock, asio::buffer(*data), [sock, data](boost::system::error_code, size_t) {
-        // The server closes the connection after reading a CancelRequest; wait for that.
+                          [sock, resolver, data, done](boost::system::error_code ec, tcp::resolver::results_type results) {
+    if (ec) return done();
+    asio::async_connect(*sock, results, [sock, data, done](boost::system::error_code ec, const tcp::endpoint&) {
+      if (ec) return done();
+      asio::async_write(*sock, asio::buffer(*data), [sock, data, done](boost::system::error_code ec, size_t) {
+        if (ec) return done();
+        // The server closes the connection once the backend has been signalled: wait for that.
         auto sink = std::make_shared<char>();
-        sock->async_read_some(asio::buffer(sink.get(), 1), [sock, sink](boost::system::error_code, size_t) {});
+        sock->async_read_some(asio::buffer(sink.get(), 1), [sock, sink, done](boost::system::error_code, size_t) { done(); });
       });
     });
   });

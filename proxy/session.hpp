@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,7 +56,8 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session();
   void start();
   // A CancelRequest carried this session's key.
-  void on_cancel_request(std::string packet);
+  // done runs once the cancel has reached the server (or ended a hold here).
+  void on_cancel_request(std::string packet, std::function<void()> done);
   // Shutdown drain is over: tell the client and close.
   void terminate_admin_shutdown();
   asio::any_io_executor executor() { return client_.socket().get_executor(); }

@@ -129,12 +129,17 @@ void Session::handle_cancel_packet(const std::string& packet) {
   metrics().cancel_requests.fetch_add(1);
   // The key is everything after the code: pid + secret (protocol 3.2 keys are longer).
   std::string key = packet.substr(8);
-  if (auto target = ctx_.registry.find_by_key(key)) {
-    asio::post(target->executor(), [target, packet]() { target->on_cancel_request(packet); });
-  } else {
+  auto target = ctx_.registry.find_by_key(key);
+  if (!target) {
     spdlog::debug("cancel request for an unknown key from {}", client_addr_);
+    return close("cancel request handled");
   }
-  close("cancel request handled");
+  // The server closes a cancel connection only once it has signalled the backend, and libpq's
+  // PQcancel waits for that close: keep this connection open until the cancel really landed,
+  // or a late cancel would hit the client's next statement.
+  auto self = shared_from_this();
+  auto done = [self]() { asio::post(self->executor(), [self] { self->close("cancel request handled"); }); };
+  asio::post(target->executor(), [target, packet, done]() { target->on_cancel_request(packet, done); });
 }
 
 void Session::fail_startup(std::string_view sqlstate, std::string message) {
