@@ -57,18 +57,25 @@ capture::StatementContext Session::statement_context(const parser::Facts& facts)
   return c;
 }
 
+// A ledger row for an intercepted statement that never reaches a capture.
+void Session::record_ledger(capture::StatementContext context, std::string outcome, std::string schema,
+                            std::string table) {
+  if (!ctx_.capture) return;
+  capture::EventRecord ev;
+  ev.ctx = std::move(context);
+  ev.outcome = std::move(outcome);
+  ev.schema = std::move(schema);
+  ev.table = std::move(table);
+  ctx_.capture->record_event(std::move(ev));
+}
+
 bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
   if (facts->parse_error) return false;
   if (facts->unresolved()) {
     metrics().unresolved_statements.fetch_add(1);
     spdlog::warn("session {}: statement may destroy what no parser can see (fingerprint {}): relayed, recorded as unresolved",
                  client_addr_, facts->fingerprint);
-    if (ctx_.capture) {
-      capture::EventRecord ev;
-      ev.ctx = statement_context(*facts);
-      ev.outcome = "unresolved";
-      ctx_.capture->record_event(std::move(ev));
-    }
+    record_ledger(statement_context(*facts), "unresolved");
   }
   return facts->destroys();
 }
@@ -88,7 +95,7 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
   parser::SearchPathTracker path = *search_path_;
   // Several statements in one Query run in one implicit transaction: SET LOCAL holds to its end.
   bool in_block = txn_status_ != 'I' || facts->statements.size() > 1;
-  std::vector<std::string> skipped;
+  std::vector<std::pair<std::string, std::string>> skipped;  // schema, table
   for (const auto& st : facts->statements) {
     if (st.txn == parser::TxnControl::begin) in_block = true;
     if (st.search_path) path.apply(*st.search_path, in_block);
@@ -116,7 +123,7 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
         }
       }
       if (decision.action == policy::Action::skip) {
-        skipped.push_back(schema_for_policy + "." + t.relation.name);
+        skipped.emplace_back(schema_for_policy, t.relation.name);
         continue;
       }
       if (decision.on_failure == policy::OnFailure::closed) fail_closed_ = true;
@@ -130,29 +137,16 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
     }
   }
 
-  for (const auto& name : skipped) {
+  for (const auto& [schema, table] : skipped) {
     metrics().count_snapshot(SnapshotOutcome::policy_skip);
-    if (ctx_.capture) {
-      capture::EventRecord ev;
-      ev.ctx = held_ctx_;
-      ev.outcome = "policy_skip";
-      auto dot = name.find('.');
-      ev.schema = name.substr(0, dot);
-      ev.table = name.substr(dot + 1);
-      ctx_.capture->record_event(std::move(ev));
-    }
+    record_ledger(held_ctx_, "policy_skip", schema, table);
   }
 
   bool disabled = !cfg->snapshots_enabled || !ctx_.capture;
   if (req.targets.empty() || disabled) {
     if (disabled && !req.targets.empty()) {
       metrics().count_snapshot(SnapshotOutcome::disabled);
-      if (ctx_.capture) {
-        capture::EventRecord ev;
-        ev.ctx = held_ctx_;
-        ev.outcome = "disabled";
-        ctx_.capture->record_event(std::move(ev));
-      }
+      record_ledger(held_ctx_, "disabled");
     }
     // Nothing to wait for: relay at once (asynchronously, scan is mid-loop).
     holding_ = true;

@@ -266,11 +266,11 @@ Session::Verdict Session::inspect_frontend(Pipe& p, char type, char* msg, size_t
   switch (type) {
     case 'Q': {
       owed_.push_back('Q');
-      statements_.erase("");
-      portals_.erase("");
+      // A simple Query drops the unnamed statement and portal.
+      if (!statements_.empty()) statements_.erase(std::string());
+      if (!portals_.empty()) portals_.erase(std::string());
       std::string_view sql = cstr_at(body, blen, pos);
       auto facts = ctx_.classifier.classify(sql);
-      executing_ = facts;
       if (!facts) return Verdict::forward;
       if (should_hold(facts)) {
         owed_.pop_back();   // counted again when it is finally relayed
@@ -303,7 +303,6 @@ Session::Verdict Session::inspect_frontend(Pipe& p, char type, char* msg, size_t
       auto it = portals_.find(portal);
       if (it == portals_.end()) return Verdict::forward;
       auto facts = it->second;
-      executing_ = facts;
       if (should_hold(facts)) {
         begin_hold('E', facts);
         return Verdict::hold;

@@ -38,6 +38,7 @@ class OwedReplies {
 // buf[scan, end) are not yet looked at. Reading stops while anything waits to be written
 // (backpressure: a slow reader slows its writer) and while a statement is held.
 struct Pipe {
+  explicit Pipe(bool server_to_client) : backend(server_to_client) {}
   bool backend = false;          // server → client
   Buffer buf;
   size_t begin = 0, scan = 0, end = 0;
@@ -109,6 +110,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_transaction_end(bool committed);
   void confirm_outcomes();
   capture::StatementContext statement_context(const parser::Facts& facts) const;
+  void record_ledger(capture::StatementContext context, std::string outcome, std::string schema = {},
+                     std::string table = {});
 
   ProxyContext& ctx_;
   std::shared_ptr<const policy::Config> cfg_;   // the policy in force when the session started
@@ -138,7 +141,6 @@ class Session : public std::enable_shared_from_this<Session> {
   bool error_since_ready_ = false;
   std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> statements_;  // Parse name → facts
   std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> portals_;     // Bind portal → facts
-  std::shared_ptr<const parser::Facts> executing_;   // facts of the Query/Execute last relayed
   std::unique_ptr<parser::SearchPathTracker> search_path_;
   // Replies the server owes for relayed messages, in order: P(arse) B(ind) S(ync) Q(uery);
   // lower case for the ones predrop injected, whose replies the client must not see.

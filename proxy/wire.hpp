@@ -57,11 +57,4 @@ size_t strip_scram_plus(char* msg, size_t len);
 // Options "-c search_path=a,b" or "--search_path=a" from the startup packet's options parameter.
 std::optional<std::string> search_path_from_options(std::string_view options);
 
-// Counters of everything the decoder sees, per direction (Envoy's habit: count all of it).
-struct DecoderCounters {
-  uint64_t frontend_messages = 0;
-  uint64_t backend_messages = 0;
-  uint64_t unknown_messages = 0;
-};
-
 }  // namespace predrop::proxy::wire
