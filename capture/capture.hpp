@@ -35,6 +35,8 @@ struct CaptureConfig {
   int capture_lock_timeout_ms = 500;       // is set too, but catalog reads take none
   int store_statement_timeout_ms = 10000;
   std::chrono::milliseconds default_deadline{30000};  // when a request carries no deadline
+  // With no snapshot write for this long, a thread of its own checks that the store is writable.
+  std::chrono::milliseconds store_check_interval{10000};
 };
 
 // What the proxy saw a statement destroy, in capture's own terms (capture does not know parser/).
@@ -113,6 +115,9 @@ struct CaptureStats {
   uint64_t in_flight = 0;            // requests accepted, done() not yet called
   uint64_t dropped = 0;              // outcome checks: the table is gone
   uint64_t not_dropped = 0;          // outcome checks: the table survived (rollback, failed statement)
+  // The store as the last snapshot write, failed store write or store check found it.
+  bool store_up = false;
+  double store_last_success_unix_s = 0;  // 0: never
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;
@@ -132,6 +137,10 @@ class CaptureService {
   void confirm_outcomes(std::string database, std::vector<PendingOutcome> pending);
   // Called by the proxy when it released a hold on its own timer, so the ledger says so.
   void mark_hold(const std::vector<TableResult>& tables, double hold_ms);
+  // SIGHUP: the per-request settings (profile bounds, hash_excluded, naive_array_split,
+  // dedup_window_s, enrichment SQL) for requests started afterwards. Conninfos, tables and pool
+  // sizes stay as they were built.
+  void reconfigure(const CaptureConfig& next);
   CaptureStats stats() const;
   void stop();
 

@@ -10,6 +10,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -62,6 +64,7 @@ struct CaptureService::Impl {
         capture_pool(io, cfg.pool_size, [this](const std::string& db) { return capture_params(db); }, "capture"),
         store_pool(io, cfg.store_pool_size, [this](const std::string&) { return store_params(); }, "store") {
     thread = std::thread([this] { io.run(); });
+    health_thread = std::thread([this] { watch_store(); });
   }
 
   CaptureConfig cfg;
@@ -75,6 +78,14 @@ struct CaptureService::Impl {
   std::atomic<uint64_t> n_dropped{0}, n_not_dropped{0};
   std::atomic<uint64_t> n_catalog{0}, n_enrich{0}, n_store{0}, n_written{0}, n_timeouts{0}, n_in_flight{0};
   std::atomic<uint64_t> pool_idle{0}, pool_busy{0}, pool_queued{0}, pool_opened{0};
+  // Store health: the last snapshot write, failed store write or store check decides it.
+  std::atomic<int> store_up{-1};                // -1: not known yet
+  std::atomic<int64_t> store_verdict_at{0};     // steady clock ticks
+  std::atomic<int64_t> store_success_unix_ms{0};
+  std::mutex health_mu;
+  std::condition_variable health_cv;
+  bool health_stop = false;
+  std::thread health_thread;
 
   ConnectParams capture_params(const std::string& db) const {
     return connect_params(cfg.capture_conninfo, db, "predrop-capture",
@@ -89,6 +100,42 @@ struct CaptureService::Impl {
     return connect_params(cfg.store_conninfo, "", "predrop-store",
                           "-c statement_timeout=" + std::to_string(cfg.store_statement_timeout_ms) +
                               " -c lock_timeout=2000 -c plan_cache_mode=force_generic_plan");
+  }
+
+  void note_store(bool ok, const std::string& why) {
+    int was = store_up.exchange(ok ? 1 : 0);
+    store_verdict_at = Clock::now().time_since_epoch().count();
+    if (ok)
+      store_success_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count();
+    if (was != 0 && !ok) spdlog::warn("predrop store not writable: {}", why);
+    if (was == 0 && ok) spdlog::info("predrop store writable again");
+  }
+
+  // A quiet store is checked on this thread, never on the event loop: the check blocks (up to
+  // connect_timeout + statement_timeout of store_writable) and a hung store must not stall captures.
+  void watch_store() {
+    std::unique_lock lock(health_mu);
+    while (!health_stop) {
+      auto since = Clock::now() - Clock::time_point(Clock::duration(store_verdict_at.load()));
+      if (store_up.load() >= 0 && since < cfg.store_check_interval) {
+        health_cv.wait_for(lock, cfg.store_check_interval - since, [this] { return health_stop; });
+        continue;
+      }
+      lock.unlock();
+      std::string err = store_writable(cfg.store_conninfo, cfg.store_table, cfg.events_table);
+      note_store(err.empty(), err);
+      lock.lock();
+    }
+  }
+
+  void stop_watching_store() {
+    {
+      std::lock_guard lock(health_mu);
+      health_stop = true;
+    }
+    health_cv.notify_all();
+    if (health_thread.joinable()) health_thread.join();
   }
 
   void publish() {
@@ -227,6 +274,7 @@ struct CaptureService::Impl {
       run(job, q, [this, job](PgResult r) {
         release(job);
         if (!r.ok()) return fail(job, "store_error", r.error);
+        note_store(true, {});
         SnapshotResult res;
         for (int i = 0; i < r.rows() && i < static_cast<int>(job->rows.size()); ++i) {
           const WriteRow& row = job->rows[i];
@@ -291,6 +339,7 @@ struct CaptureService::Impl {
   void fail(const JobPtr& job, const std::string& outcome, const std::string& error) {
     if (job->finished) return;
     if (outcome == "timeout") ++n_timeouts;
+    if (outcome == "store_error") note_store(false, error);
     if (job->waiting_pool) {
       job->waiting_pool->cancel(job->ticket);
       job->waiting_pool = nullptr;
@@ -314,12 +363,18 @@ struct CaptureService::Impl {
 
   void store_exec(std::function<BatchQuery()> make, std::string what) {
     store_pool.acquire("", [this, make = std::move(make), what = std::move(what)](ConnPool::Conn conn, std::string err) {
-      if (!conn) return spdlog::warn("predrop {}: store unavailable: {}", what, err);
+      if (!conn) {
+        note_store(false, err);
+        return spdlog::warn("predrop {}: store unavailable: {}", what, err);
+      }
       ensure_sql(*conn);
       ++n_store;
       BatchQuery q = make();
       conn->exec(q.sql, q.params, [this, conn, what](PgResult r) {
-        if (!r.ok()) spdlog::warn("predrop {} failed: {}", what, r.error);
+        if (!r.ok()) {
+          note_store(false, r.error);
+          spdlog::warn("predrop {} failed: {}", what, r.error);
+        }
         store_pool.release(conn, true);
       });
     });
@@ -394,6 +449,20 @@ void CaptureService::record_event(EventRecord event) {
   });
 }
 
+void CaptureService::reconfigure(const CaptureConfig& next) {
+  if (impl_->stopped) return;
+  // cfg's per-request fields are read on the event-loop thread only, so they change there.
+  asio::post(impl_->io, [impl = impl_.get(), next] {
+    auto& cfg = impl->cfg;
+    cfg.bounds = next.bounds;
+    cfg.hash_excluded = next.hash_excluded;
+    cfg.naive_array_split = next.naive_array_split;
+    cfg.dedup_window_s = next.dedup_window_s;
+    cfg.enrich_identity_sql = next.enrich_identity_sql;
+    cfg.enrich_provenance_sql = next.enrich_provenance_sql;
+  });
+}
+
 void CaptureService::confirm_outcomes(std::string database, std::vector<PendingOutcome> pending) {
   if (impl_->stopped) return;
   asio::post(impl_->io, [impl = impl_.get(), database = std::move(database), pending = std::move(pending)]() mutable {
@@ -430,11 +499,15 @@ CaptureStats CaptureService::stats() const {
   s.in_flight = impl_->n_in_flight;
   s.dropped = impl_->n_dropped;
   s.not_dropped = impl_->n_not_dropped;
+  s.store_up = impl_->store_up == 1;
+  s.store_last_success_unix_s = impl_->store_success_unix_ms / 1000.0;
   return s;
 }
 
 std::string CaptureService::check_store() const {
-  return store_writable(impl_->cfg.store_conninfo, impl_->cfg.store_table, impl_->cfg.events_table);
+  std::string err = store_writable(impl_->cfg.store_conninfo, impl_->cfg.store_table, impl_->cfg.events_table);
+  impl_->note_store(err.empty(), err);
+  return err;
 }
 
 bool CaptureService::recent_events(int limit, std::string& json, std::string& error) const {
@@ -452,6 +525,7 @@ void CaptureService::stop() {
     if (impl_->thread.get_id() == std::this_thread::get_id()) impl_->thread.detach();
     else impl_->thread.join();
   }
+  impl_->stop_watching_store();
 }
 
 }  // namespace predrop::capture

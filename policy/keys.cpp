@@ -110,6 +110,8 @@ std::vector<ConfigKey> build_config_keys() {
   k.back().type = "[schema.]table";
   k.push_back(bool_key<Config>("store.migrate_on_start", [](auto& c) -> auto& { return c.migrate_on_start; },
                                restart));
+  k.push_back(int_key<Config>("store.check_interval_s", [](auto& c) -> auto& { return c.store_check_interval_s; }, 1,
+                              3600, restart));
 
   k.push_back(string_key<Config>("enrichment.identity_sql", [](auto& c) -> auto& { return c.enrich_identity_sql; },
                                  sighup));

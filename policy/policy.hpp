@@ -84,6 +84,7 @@ struct Config {
   std::string store_conninfo_file;
   std::string store_table = "predrop.schema_snapshots";
   bool migrate_on_start = true;
+  int store_check_interval_s = 10;  // predrop_store_up: how often a quiet store is checked
   int hold_timeout_ms = 2000;
   int capture_pool_size = 4;
   int profile_max_values = 20;
@@ -145,6 +146,10 @@ struct ReloadResult {
   // kept until restart, so a SIGHUP never half-applies a listener or pool change.
   std::vector<std::string> restart_required;
 };
+
+// For a reload: gives every restart-only key of next its running value and returns the names of
+// those whose value next had changed (they take effect at the next start).
+std::vector<std::string> keep_restart_keys(Config& next, const Config& running);
 
 // The running config, swapped whole on reload; readers take a snapshot with current().
 class PolicyHolder {

@@ -4,6 +4,18 @@
 
 namespace predrop::policy {
 
+std::vector<std::string> keep_restart_keys(Config& next, const Config& running) {
+  std::vector<std::string> changed;
+  for (const auto& spec : detail::config_keys()) {
+    if (spec.reload != ReloadBehaviour::restart) continue;
+    const bool differs = spec.shape == detail::Shape::list ? spec.get_list(next) != spec.get_list(running)
+                                                           : spec.get(next) != spec.get(running);
+    if (differs) changed.push_back(spec.name);
+    spec.copy(next, running);
+  }
+  return changed;
+}
+
 PolicyHolder::PolicyHolder(std::shared_ptr<const Config> initial, Overrides overrides)
     : current_(initial ? std::move(initial) : std::make_shared<const Config>()), overrides_(std::move(overrides)) {}
 
@@ -26,13 +38,7 @@ ReloadResult PolicyHolder::reload(const std::string& path) {
   const auto running = current();
   // Listeners, pools and TLS contexts are built once; keep their running values and say which
   // ones the file changed, rather than pretend they took effect.
-  for (const auto& spec : detail::config_keys()) {
-    if (spec.reload != ReloadBehaviour::restart) continue;
-    const bool differs = spec.shape == detail::Shape::list ? spec.get_list(*next) != spec.get_list(*running)
-                                                           : spec.get(*next) != spec.get(*running);
-    if (differs) result.restart_required.push_back(spec.name);
-    spec.copy(*next, *running);
-  }
+  result.restart_required = keep_restart_keys(*next, *running);
   {
     std::lock_guard lock(mutex_);
     current_ = std::move(next);

@@ -146,6 +146,12 @@ std::string render_metrics(ProxyContext& ctx) {
   sample(out, "predrop_capture_pool_connections", "state=\"idle\"", ps.pool_idle);
   sample(out, "predrop_capture_pool_connections", "state=\"busy\"", ps.pool_busy);
   gauge(out, "predrop_capture_queue", "Capture requests waiting for a connection.", static_cast<double>(ps.queued));
+  if (ctx.capture) {
+    gauge(out, "predrop_store_up", "1 when the snapshot store was reachable and writable at the last write or check.",
+          ps.store_up ? 1 : 0);
+    gauge(out, "predrop_store_last_success_timestamp_seconds",
+          "Unix time of the last successful snapshot write or store check; 0: none yet.", ps.store_last_success_unix_s);
+  }
   header(out, "predrop_config_reloads_total", "counter", "SIGHUP reloads, by result.");
   sample(out, "predrop_config_reloads_total", "result=\"ok\"", m.reloads_ok.load());
   sample(out, "predrop_config_reloads_total", "result=\"failed\"", m.reloads_failed.load());

@@ -84,6 +84,24 @@ std::unique_ptr<asio::ssl::context> make_upstream_tls(const policy::UpstreamTls&
   return ctx;
 }
 
+capture::CaptureConfig capture_config(const policy::Config& cfg) {
+  capture::CaptureConfig cc;
+  cc.capture_conninfo = cfg.capture_conninfo;
+  cc.store_conninfo = cfg.store_conninfo.empty() ? cfg.capture_conninfo : cfg.store_conninfo;
+  cc.store_table = cfg.store_table;
+  cc.pool_size = cfg.capture_pool_size;
+  cc.bounds.max_values = cfg.profile_max_values;
+  cc.bounds.max_value_chars = cfg.profile_max_value_chars;
+  cc.bounds.max_columns = cfg.profile_max_columns;
+  cc.hash_excluded = cfg.hash_excluded;
+  cc.naive_array_split = cfg.naive_array_split;
+  cc.dedup_window_s = cfg.dedup_window_s;
+  cc.enrich_identity_sql = cfg.enrich_identity_sql;
+  cc.enrich_provenance_sql = cfg.enrich_provenance_sql;
+  cc.store_check_interval = std::chrono::seconds(cfg.store_check_interval_s);
+  return cc;
+}
+
 class Server {
  public:
   Server(std::shared_ptr<const policy::Config> cfg, std::string config_path, ConfigOverrides overrides)
@@ -105,19 +123,7 @@ class Server {
           "TLS on both legs: SCRAM channel binding cannot hold through a terminating proxy. Clients must connect with "
           "channel_binding=disable (libpq's default 'prefer' then works only against password/md5 users).");
     if (!cfg->capture_conninfo.empty() || !cfg->store_conninfo.empty()) {
-      capture::CaptureConfig cc;
-      cc.capture_conninfo = cfg->capture_conninfo;
-      cc.store_conninfo = cfg->store_conninfo.empty() ? cfg->capture_conninfo : cfg->store_conninfo;
-      cc.store_table = cfg->store_table;
-      cc.pool_size = cfg->capture_pool_size;
-      cc.bounds.max_values = cfg->profile_max_values;
-      cc.bounds.max_value_chars = cfg->profile_max_value_chars;
-      cc.bounds.max_columns = cfg->profile_max_columns;
-      cc.hash_excluded = cfg->hash_excluded;
-      cc.naive_array_split = cfg->naive_array_split;
-      cc.dedup_window_s = cfg->dedup_window_s;
-      cc.enrich_identity_sql = cfg->enrich_identity_sql;
-      cc.enrich_provenance_sql = cfg->enrich_provenance_sql;
+      capture::CaptureConfig cc = capture_config(*cfg);
       if (cfg->migrate_on_start) {
         auto r = capture::migrate(cc.store_conninfo, cc.store_table);
         if (!r.ok) throw std::runtime_error("store migration failed: " + r.error);
@@ -226,18 +232,19 @@ class Server {
       for (const auto& e : result.errors) spdlog::error("reload rejected, old policy kept: {}", e.to_string());
       return;
     }
-    // Flags given on the command line keep their values: only the policy part changes.
     auto current = ctx_.config();
     auto next = std::make_shared<policy::Config>(*result.config);
     if (overrides_) overrides_(*next);
-    next->listen = current->listen;
-    next->upstream = current->upstream;
-    next->admin = current->admin;
-    next->capture_conninfo = current->capture_conninfo;
-    next->store_conninfo = current->store_conninfo;
+    // Listeners, pools, TLS and connections were built at start: restart-only keys keep their
+    // running values (flags included), and the log says which ones the file changed.
+    auto restart_required = policy::keep_restart_keys(*next, *current);
     ctx_.set_config(next);
+    spdlog::set_level(spdlog::level::from_str(next->logging.level));
+    if (ctx_.capture) ctx_.capture->reconfigure(capture_config(*next));
     metrics().reloads_ok.fetch_add(1);
     spdlog::info("SIGHUP: policy reloaded from {}", config_path_);
+    for (const auto& key : restart_required)
+      spdlog::warn("SIGHUP: {} changed in the file; the running value is kept until predrop restarts", key);
   }
 
   std::string config_path_;

@@ -31,6 +31,8 @@ COUNTERS_GAUGES = {
     "predrop_capture_pool_connections": {"state": {"idle", "busy"}},
     "predrop_config_reloads_total": {"result": {"ok", "failed"}},
     "predrop_build_info": {"version": None},
+    "predrop_store_up": {},
+    "predrop_store_last_success_timestamp_seconds": {},
 }
 HISTOGRAMS = ["predrop_hold_duration_seconds", "predrop_capture_duration_seconds"]
 KNOWN = dict(COUNTERS_GAUGES)

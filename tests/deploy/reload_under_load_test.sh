@@ -49,4 +49,30 @@ sleep 0.5
 [ "$(metric 'predrop_snapshots_total{outcome="policy_skip"}')" -ge 1 ] || fail "the reloaded rule is not in force"
 n=$(psql -qXAt -h "$PGHOST" -p "$PGPORT" -U postgres -d "$db" -c "SELECT count(*) FROM predrop.schema_snapshots WHERE table_name = 'gone'")
 [ "$n" = 0 ] || fail "a skipped table was snapshotted"
+
+# A reload reaches the capture settings and the log level, and keeps restart-only keys: dedup on,
+# an enrichment query that fails (logged at debug level only), a pool size that needs a restart.
+cat >"$conf" <<'YAML'
+logging:
+  level: debug
+capture:
+  pool_size: 7
+snapshots:
+  dedup_window_s: 3600
+enrichment:
+  identity_sql: "SELECT no_such_column"
+YAML
+kill -HUP "$pid"
+for _ in $(seq 50); do [ "$(metric 'predrop_config_reloads_total{result="ok"}')" = 2 ] && break; sleep 0.2; done
+[ "$(metric 'predrop_config_reloads_total{result="ok"}')" = 2 ] || fail "third reload not counted"
+grep -q "capture.pool_size changed in the file; the running value is kept" "$PREDROP_LOG" \
+  || fail "the reload does not say that capture.pool_size needs a restart"
+before=$(metric 'predrop_snapshots_total{outcome="deduplicated"}')
+through() { psql -qXAt -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PREDROP_PORT" -U postgres -d "$db" "$@"; }
+through -c "CREATE TABLE twice(a int)" -c "DROP TABLE twice"
+through -c "CREATE TABLE twice(a int)" -c "DROP TABLE twice"
+[ "$(metric 'predrop_snapshots_total{outcome="deduplicated"}')" = $((before + 1)) ] \
+  || fail "snapshots.dedup_window_s from the reload is not in force"
+grep -q "enrichment query failed" "$PREDROP_LOG" \
+  || fail "enrichment.identity_sql or logging.level from the reload is not in force"
 echo "reload under load: ok ($(grep -E '^tps' "$work/pgbench.txt"))"
