@@ -149,8 +149,11 @@ std::string render_metrics(ProxyContext& ctx) {
   if (ctx.capture) {
     gauge(out, "predrop_store_up", "1 when the snapshot store was reachable and writable at the last write or check.",
           ps.store_up ? 1 : 0);
-    gauge(out, "predrop_store_last_success_timestamp_seconds",
-          "Unix time of the last successful snapshot write or store check; 0: none yet.", ps.store_last_success_unix_s);
+    header(out, "predrop_store_last_success_timestamp_seconds", "gauge",
+           "Unix time of the last successful snapshot write or store check; 0: none yet.");
+    char stamp[64];
+    std::snprintf(stamp, sizeof stamp, "predrop_store_last_success_timestamp_seconds %.3f\n", ps.store_last_success_unix_s);
+    out += stamp;
   }
   header(out, "predrop_config_reloads_total", "counter", "SIGHUP reloads, by result.");
   sample(out, "predrop_config_reloads_total", "result=\"ok\"", m.reloads_ok.load());
