@@ -60,14 +60,25 @@ namespace {
 
 int tls_version(const std::string& v) { return v == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION; }
 
+// Versions, TLS 1.2 cipher list and TLS 1.3 suites of one leg; `leg` names its config section in errors.
+void restrict_protocol(SSL_CTX* ctx, const std::string& leg, const std::string& min_version,
+                       const std::string& max_version, const std::string& ciphers, const std::string& ciphersuites) {
+  if (SSL_CTX_set_min_proto_version(ctx, tls_version(min_version)) != 1 ||
+      SSL_CTX_set_max_proto_version(ctx, tls_version(max_version)) != 1)
+    throw std::runtime_error(leg + ".min_version/max_version: OpenSSL refused " + min_version + ".." + max_version);
+  if (!ciphers.empty() && SSL_CTX_set_cipher_list(ctx, ciphers.c_str()) != 1)
+    throw std::runtime_error(leg + ".ciphers: OpenSSL accepts none of '" + ciphers + "'");
+  if (!ciphersuites.empty() && SSL_CTX_set_ciphersuites(ctx, ciphersuites.c_str()) != 1)
+    throw std::runtime_error(leg + ".ciphersuites: OpenSSL does not accept '" + ciphersuites +
+                             "' (TLS 1.3 suite names such as TLS_AES_256_GCM_SHA384, separated by ':')");
+}
+
 std::unique_ptr<asio::ssl::context> make_client_tls(const policy::ClientTls& t) {
   if (t.cert_file.empty()) return nullptr;
   auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
                    asio::ssl::context::single_dh_use);
-  SSL_CTX_set_min_proto_version(ctx->native_handle(), tls_version(t.min_version));
-  if (!t.ciphers.empty() && SSL_CTX_set_cipher_list(ctx->native_handle(), t.ciphers.c_str()) != 1)
-    throw std::runtime_error("tls.ciphers: OpenSSL accepts none of '" + t.ciphers + "'");
+  restrict_protocol(ctx->native_handle(), "tls", t.min_version, t.max_version, t.ciphers, t.ciphersuites);
   ctx->use_certificate_chain_file(t.cert_file);
   ctx->use_private_key_file(t.key_file.empty() ? t.cert_file : t.key_file, asio::ssl::context::pem);
   return ctx;
@@ -76,10 +87,10 @@ std::unique_ptr<asio::ssl::context> make_client_tls(const policy::ClientTls& t) 
 std::unique_ptr<asio::ssl::context> make_upstream_tls(const policy::UpstreamTls& t) {
   if (t.sslmode == "disable") return nullptr;
   auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-  SSL_CTX_set_min_proto_version(ctx->native_handle(), tls_version(t.min_version));
+  restrict_protocol(ctx->native_handle(), "upstream_tls", t.min_version, t.max_version, t.ciphers, t.ciphersuites);
   if (t.sslmode == "verify-ca" || t.sslmode == "verify-full") {
-    if (t.root_cert.empty()) throw std::runtime_error("upstream_tls.sslmode=" + t.sslmode + " needs upstream_tls.root_cert");
-    ctx->load_verify_file(t.root_cert);
+    if (t.root_cert.empty()) ctx->set_default_verify_paths();
+    else ctx->load_verify_file(t.root_cert);
   }
   return ctx;
 }
