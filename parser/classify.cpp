@@ -531,7 +531,9 @@ std::string redact_leftovers(const std::string& normalized) {
   pg_query__scan_result__free_unpacked(result, nullptr);
   out.append(normalized, copied, std::string::npos);
   while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
-  return out;
+  size_t lead = 0;
+  while (lead < out.size() && std::isspace(static_cast<unsigned char>(out[lead]))) ++lead;
+  return out.substr(lead);
 }
 
 }  // namespace

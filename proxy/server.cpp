@@ -2,6 +2,7 @@
 // and the process-wide pieces every session shares.
 #include "proxy/server.hpp"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -268,14 +269,70 @@ class Server {
   std::unique_ptr<AdminServer> admin_;
 };
 
+// Log lines carry what clients chose (user, database, application_name, table names): a line
+// stays one line, and a JSON line stays valid JSON, whatever those bytes are. Text format:
+// control characters as \xNN. JSON: quotes, backslashes and control characters escaped, bytes
+// that are not UTF-8 as U+FFFD.
+class EscapedPayload : public spdlog::custom_flag_formatter {
+ public:
+  explicit EscapedPayload(bool json) : json_(json) {}
+
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const auto* p = reinterpret_cast<const unsigned char*>(msg.payload.data());
+    const size_t n = msg.payload.size();
+    for (size_t i = 0; i < n;) {
+      const unsigned char c = p[i];
+      if (c < 0x20 || c == 0x7f || (json_ && (c == '"' || c == '\\'))) {
+        char buf[8];
+        int len = json_ ? (c == '"' || c == '\\' ? std::snprintf(buf, sizeof buf, "\\%c", c)
+                                                 : std::snprintf(buf, sizeof buf, "\\u%04x", c))
+                        : std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        dest.append(buf, buf + len);
+        ++i;
+        continue;
+      }
+      size_t len = json_ ? utf8_sequence(p + i, n - i) : 1;
+      if (len == 0) {
+        static constexpr char kReplacement[] = "\\ufffd";
+        dest.append(kReplacement, kReplacement + sizeof kReplacement - 1);
+        ++i;
+        continue;
+      }
+      dest.append(msg.payload.data() + i, msg.payload.data() + i + len);
+      i += len;
+    }
+  }
+
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedPayload>(json_); }
+
+ private:
+  // Length of the well-formed UTF-8 sequence at p, 0 when there is none.
+  static size_t utf8_sequence(const unsigned char* p, size_t avail) {
+    if (p[0] < 0x80) return 1;
+    size_t len = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    if (len == 0 || len > avail) return 0;
+    for (size_t k = 1; k < len; ++k)
+      if ((p[k] & 0xC0) != 0x80) return 0;
+    if (p[0] == 0xE0 && p[1] < 0xA0) return 0;                    // overlong
+    if (p[0] == 0xED && p[1] >= 0xA0) return 0;                   // surrogates
+    if (p[0] == 0xF0 && p[1] < 0x90) return 0;                    // overlong
+    if (p[0] == 0xF4 && p[1] >= 0x90) return 0;                   // above U+10FFFF
+    return len;
+  }
+
+  bool json_;
+};
+
 void setup_logging(const policy::Logging& l) {
   auto logger = spdlog::stderr_logger_mt("predrop");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(l.level));
-  if (l.format == "json")
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
-  else
-    spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
+  const bool json = l.format == "json";
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<EscapedPayload>('*', json);
+  formatter->set_pattern(json ? R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%*"})"
+                              : "%Y-%m-%d %H:%M:%S.%e %l %*");
+  spdlog::set_formatter(std::move(formatter));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ comments and in utility statements pg_query_normalize does not rewrite (COMMENT 
 predrop stores the normalised statement text (literals replaced by $n, comments dropped; names stay):
 the secret must appear nowhere, with text and JSON logs at trace level. The capture and store
 passwords, given through the environment and a conninfo_file, must not appear either."""
+import json
 import os
 import secrets
 import subprocess
@@ -21,6 +22,9 @@ SECRET = "S3cret-" + secrets.token_hex(8)
 CAPTURE_PW = "S3cret-capture-" + secrets.token_hex(6)
 STORE_PW = "S3cret-store-" + secrets.token_hex(6)
 ALL_SECRETS = (SECRET, CAPTURE_PW, STORE_PW)
+# Startup parameters are logged before authentication: they must not forge lines or break JSON.
+FORGED = '2026-01-01 00:00:00.000 critical FORGED {"level":"critical","msg":"FORGED"}'
+HOSTILE_APP = 'app"\\}\n' + FORGED + '\r\x1b[31m\xff'
 
 
 def statements(tag, role):
@@ -78,6 +82,12 @@ def test(h):
             role = "sec_role_%s_%s" % (fmt, h.db.split("_", 2)[2])
             roles.append(role)
             run_set(h, tag, role)
+            c = holdlib.psycopg2.connect(h.proxy_conninfo(), application_name=HOSTILE_APP)
+            c.close()
+            try:
+                holdlib.psycopg2.connect(host=h.host, port=h.p.port, dbname=h.db, user='no"such\n' + FORGED).close()
+            except holdlib.psycopg2.Error:
+                pass
             h.check_event("public", tag + "_a", "written", "dropped")
             h.check_event("public", tag + "_f", "written", "not_dropped", label=tag + "_f (ALTER … USING)")
             grep(h, "/metrics (%s logs)" % fmt, h.metrics())
@@ -86,9 +96,21 @@ def test(h):
             h.stop_predrop()
             log = open(h.logs[-1], errors="replace").read()
             h.check(len(log.splitlines()) >= 10, "%s log has lines to search (%d)" % (fmt, len(log.splitlines())))
+            # Lines starting "# " are the harness's own (the command line it started).
+            lines = [line for line in log.splitlines() if line.strip() and not line.startswith("# ")]
+            h.check(not [l for l in lines if l.startswith("2026-01-01") or l.startswith('{"level"')],
+                    "%s log: no line forged by a startup parameter" % fmt)
+            h.check(sum("FORGED" in l for l in lines) >= 2, "%s log: the hostile startup parameters were logged" % fmt)
             if fmt == "json":
-                h.check(all(line.startswith("{") for line in log.splitlines() if line.strip()),
-                        "json log: every line is a JSON object")
+                bad = []
+                for line in lines:
+                    try:
+                        obj = json.loads(line)
+                        if set(obj) != {"time", "level", "msg"}:
+                            bad.append(line)
+                    except ValueError:
+                        bad.append(line)
+                h.check(not bad, "json log: every line is one JSON object with time, level, msg", bad[:3])
             grep(h, "predrop's %s log at trace level" % fmt, log)
 
         events = h.sq("SELECT e::text FROM predrop.drop_events e")
