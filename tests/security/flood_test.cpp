@@ -75,7 +75,9 @@ TEST(AdminEndpoint, BarePortBindsLoopbackOnlyAndOtherAddressesAreExplicit) {
     PTEST_START(p, o);
     EXPECT_EQ(listening_addresses(port), std::vector<std::string>{"0100007F"}) << "--admin PORT must listen on 127.0.0.1 only";
     EXPECT_TRUE(tcp_reachable("127.0.0.1", port));
-    if (!lan.empty()) EXPECT_FALSE(tcp_reachable(lan, port)) << "admin endpoint reachable on " << lan;
+    if (!lan.empty()) {
+      EXPECT_FALSE(tcp_reachable(lan, port)) << "admin endpoint reachable on " << lan;
+    }
     EXPECT_NE(p.log().find("admin endpoint on http://127.0.0.1:" + std::to_string(port)), std::string::npos) << p.log();
   }
   {
@@ -92,7 +94,9 @@ TEST(AdminEndpoint, BarePortBindsLoopbackOnlyAndOtherAddressesAreExplicit) {
     o.extra_args = {"--admin", "0.0.0.0:" + std::to_string(port)};
     PTEST_START(p, o);
     EXPECT_EQ(listening_addresses(port), std::vector<std::string>{"00000000"});
-    if (!lan.empty()) EXPECT_TRUE(tcp_reachable(lan, port)) << "0.0.0.0 admin endpoint not reachable on " << lan;
+    if (!lan.empty()) {
+      EXPECT_TRUE(tcp_reachable(lan, port)) << "0.0.0.0 admin endpoint not reachable on " << lan;
+    }
     EXPECT_NE(p.log().find("is not on loopback"), std::string::npos) << p.log();
   }
 }
@@ -293,6 +297,7 @@ TEST(Flood, TenThousandAttemptsLeaveExistingSessionsResponsive) {
   EXPECT_GT(queries.load(), kSessions) << "the existing sessions barely ran";
   EXPECT_EQ(n.garbage_unanswered.load(), 0);
   EXPECT_EQ(n.garbage_codes["08P01"] + n.garbage_codes["0A000"], garbage_total) << "garbage answered with another SQLSTATE";
+  EXPECT_TRUE(n.unexpected.empty()) << n.unexpected.size() << " unexpected answers (listed above)";
   EXPECT_EQ(stall_other, 0);
   EXPECT_GT(stall_08p01, 0);
   EXPECT_EQ(n.full_other.load(), 0);
