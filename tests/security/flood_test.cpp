@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "proxy_test_util.hpp"
 
 namespace ptest {
@@ -98,6 +100,49 @@ TEST(AdminEndpoint, BarePortBindsLoopbackOnlyAndOtherAddressesAreExplicit) {
       EXPECT_TRUE(tcp_reachable(lan, port)) << "0.0.0.0 admin endpoint not reachable on " << lan;
     }
     EXPECT_NE(p.log().find("is not on loopback"), std::string::npos) << p.log();
+  }
+}
+
+// Startup parameters are logged before authentication. Whatever their bytes, a text log line stays
+// one line and a JSON log line stays one valid (UTF-8) JSON object.
+TEST(Logging, HostileStartupParametersCannotForgeOrBreakLogLines) {
+  const std::string forged = "2026-01-01 00:00:00.000 critical FORGED";
+  const std::string hostile = "app\"\\}\n" + forged + "\r\x01\x7f\xff\xc3(\xed\xa0\x80\xf4\x90\x80\x80 \xc3\xa9";
+  for (const std::string format : {"text", "json"}) {
+    PredropProcess p;
+    PTEST_START(p, PredropOptions::with_config("logging:\n  format: " + format + "\n"));
+    RawConn c = p.connect();
+    auto params = default_params(hostile);
+    auto r = c.startup(params);
+    ASSERT_TRUE(r.ok) << (r.error ? r.error->message : c.last_error());
+    c.send(msg::terminate());
+    c.wait_closed();
+    std::this_thread::sleep_for(300ms);
+    std::string log = p.log();
+    ASSERT_TRUE(p.stop().has_value());
+    log = p.log();
+    int lines = 0, with_app = 0;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line.rfind("# ", 0) == 0) continue;   // the harness's own header
+      ++lines;
+      EXPECT_NE(line.rfind("2026-01-01", 0), 0u) << format << ": forged line: " << printable(line);
+      if (line.find("FORGED") != std::string::npos) ++with_app;
+      for (unsigned char ch : line) EXPECT_FALSE(ch < 0x20 || ch == 0x7f) << format << ": control byte in " << printable(line);
+      if (format == "json") {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        EXPECT_FALSE(j.is_discarded()) << "not valid JSON: " << printable(line);
+        if (!j.is_discarded() && line.find("FORGED") != std::string::npos) {
+          const std::string m = j.value("msg", "");
+          EXPECT_NE(m.find("application_name=app\"\\}\n" + forged + "\r\x01\x7f"), std::string::npos) << m;
+          EXPECT_NE(m.find("\xc3\xa9"), std::string::npos) << "valid UTF-8 kept: " << printable(m);
+        }
+      } else if (line.find("FORGED") != std::string::npos) {
+        EXPECT_NE(line.find("app\"\\}\\x0a" + forged + "\\x0d\\x01\\x7f"), std::string::npos) << printable(line);
+      }
+    }
+    EXPECT_GE(lines, 3) << format;
+    EXPECT_GE(with_app, 1) << format << ": the session's application_name was not logged:\n" << printable(log, 4000);
   }
 }
 
