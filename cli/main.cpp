@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   serve->add_option("--upstream", sf.upstream, "HOST:PORT of PostgreSQL");
   serve->add_option("--capture", sf.capture, "libpq conninfo for capture connections (no dbname)");
   serve->add_option("--store", sf.store, "libpq conninfo of the snapshot store");
-  serve->add_option("--admin", sf.admin, "HOST:PORT of the admin endpoint (metrics, health)");
+  serve->add_option("--admin", sf.admin, "HOST:PORT of the admin endpoint (metrics, health); PORT alone binds 127.0.0.1");
   serve->add_option("--hold-timeout-ms", sf.hold_timeout_ms, "longest a destructive statement is held");
   serve->add_flag("--no-migrate", sf.no_migrate, "do not apply pending store migrations at start");
 
@@ -102,7 +102,14 @@ int main(int argc, char** argv) {
   predrop::proxy::ConfigOverrides flags = [sf](Config& c) {
     if (!sf.listen.empty()) c.listen = endpoint_or_exit("--listen", sf.listen);
     if (!sf.upstream.empty()) c.upstream = endpoint_or_exit("--upstream", sf.upstream);
-    if (!sf.admin.empty()) c.admin = endpoint_or_exit("--admin", sf.admin);
+    if (!sf.admin.empty()) {
+      auto ep = predrop::policy::parse_admin_endpoint(sf.admin);
+      if (!ep) {
+        std::cerr << "predrop: --admin wants HOST:PORT or PORT (127.0.0.1:PORT), got '" << sf.admin << "'\n";
+        std::exit(2);
+      }
+      c.admin = *ep;
+    }
     if (!sf.capture.empty()) c.capture_conninfo = sf.capture;
     if (!sf.store.empty()) c.store_conninfo = sf.store;
     if (sf.hold_timeout_ms > 0) c.hold_timeout_ms = sf.hold_timeout_ms;

@@ -20,9 +20,13 @@
 #include "parser/parser.hpp"
 
 #include <pg_query.h>
+#include <pg_query/pg_query.pb-c.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <string>
 
 namespace predrop::parser {
@@ -469,6 +473,71 @@ void compute_fingerprint(const std::string& sql, Facts& facts) {
 
 }  // namespace
 
+namespace {
+
+bool literal_token(int token) {
+  return token == PG_QUERY__TOKEN__SCONST || token == PG_QUERY__TOKEN__USCONST || token == PG_QUERY__TOKEN__BCONST ||
+         token == PG_QUERY__TOKEN__XCONST;
+}
+
+// pg_query_normalize keeps comments, and the string literals of utility statements it does not
+// walk (COMMENT ON … IS '…', CREATE SUBSCRIPTION … CONNECTION '…', OPTIONS (password '…')).
+// The scanner finds both: comments are dropped, leftover literals become further $n. Text that
+// cannot be scanned is withheld whole rather than stored with a literal in it.
+std::string redact_leftovers(const std::string& normalized) {
+  static const std::string kWithheld = "<statement text withheld: it could not be scanned for literals>";
+  PgQueryScanResult scan = pg_query_scan(normalized.c_str());
+  if (scan.error) {
+    pg_query_free_scan_result(scan);
+    return kWithheld;
+  }
+  PgQuery__ScanResult* result =
+      pg_query__scan_result__unpack(nullptr, scan.pbuf.len, reinterpret_cast<const uint8_t*>(scan.pbuf.data));
+  pg_query_free_scan_result(scan);
+  if (!result) return kWithheld;
+  int next_param = 1;
+  for (size_t i = 0; i < result->n_tokens; ++i) {
+    const PgQuery__ScanToken* t = result->tokens[i];
+    if (t->token == PG_QUERY__TOKEN__PARAM && t->end > t->start + 1)
+      next_param = std::max(next_param, std::atoi(normalized.c_str() + t->start + 1) + 1);
+  }
+  std::string out;
+  size_t copied = 0;
+  for (size_t i = 0; i < result->n_tokens; ++i) {
+    const PgQuery__ScanToken* t = result->tokens[i];
+    const bool comment = t->token == PG_QUERY__TOKEN__SQL_COMMENT || t->token == PG_QUERY__TOKEN__C_COMMENT;
+    if (!comment && !literal_token(t->token)) continue;
+    size_t start = static_cast<size_t>(t->start);
+    // The scanner reports some literals (U&'…') with an empty extent: they run to the next token.
+    size_t end = static_cast<size_t>(t->end);
+    if (end <= start) {
+      end = i + 1 < result->n_tokens ? static_cast<size_t>(result->tokens[i + 1]->start) : normalized.size();
+      while (end > start && std::isspace(static_cast<unsigned char>(normalized[end - 1]))) --end;
+    }
+    if (start < copied || end > normalized.size()) {
+      pg_query__scan_result__free_unpacked(result, nullptr);
+      return kWithheld;
+    }
+    out.append(normalized, copied, start - copied);
+    if (comment) {
+      const bool glue = !out.empty() && !std::isspace(static_cast<unsigned char>(out.back())) && end < normalized.size() &&
+                        !std::isspace(static_cast<unsigned char>(normalized[end]));
+      if (glue) out += ' ';
+    } else {
+      out += "$" + std::to_string(next_param++);
+    }
+    copied = end;
+  }
+  pg_query__scan_result__free_unpacked(result, nullptr);
+  out.append(normalized, copied, std::string::npos);
+  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+  size_t lead = 0;
+  while (lead < out.size() && std::isspace(static_cast<unsigned char>(out[lead]))) ++lead;
+  return out.substr(lead);
+}
+
+}  // namespace
+
 Facts classify_uncached(std::string_view sql_view) {
   Facts facts;
   const std::string sql(sql_view);  // libpg_query wants a NUL-terminated string
@@ -493,7 +562,7 @@ Facts classify_uncached(std::string_view sql_view) {
   }
 
   PgQueryNormalizeResult norm = pg_query_normalize(sql.c_str());
-  if (!norm.error && norm.normalized_query) facts.normalized = norm.normalized_query;
+  if (!norm.error && norm.normalized_query) facts.normalized = redact_leftovers(norm.normalized_query);
   pg_query_free_normalize_result(norm);
 
   if (facts.destroys() || facts.unresolved()) compute_fingerprint(sql, facts);

@@ -72,7 +72,8 @@ struct Facts {
   bool parse_error = false;        // libpg_query could not parse: relay untouched, count it
   std::string error_message;
   std::string fingerprint;         // pg_query_fingerprint hex, set when anything is destructive or unresolved
-  std::string normalized;          // pg_query_normalize: literals replaced by $n; never stores a password
+  std::string normalized;          // pg_query_normalize, then every leftover literal replaced by $n and comments
+                                   // dropped: what the ledger stores; never holds a literal or a password
 
   bool destroys() const;           // any statement has targets
   bool unresolved() const;         // any statement is unresolved risk

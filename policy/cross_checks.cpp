@@ -13,6 +13,14 @@ void check_readable(LoadContext& ctx, const std::string& key, const std::string&
   if (!in) ctx.error(ctx.origin_of(key), key + ": cannot read '" + path + "'");
 }
 
+// Versions are "1.2" / "1.3", so text order is version order.
+void check_version_range(LoadContext& ctx, const std::string& leg, const std::string& min, const std::string& max) {
+  if (min <= max) return;
+  const std::string key = leg + (ctx.origins.count(leg + ".max_version") ? ".max_version" : ".min_version");
+  ctx.error(ctx.origin_of(key), key + ": " + leg + ".min_version (" + min + ") is above " + leg + ".max_version (" + max +
+                                    "); no TLS version would be left");
+}
+
 }  // namespace
 
 void check_across_keys(LoadContext& ctx) {
@@ -26,6 +34,9 @@ void check_across_keys(LoadContext& ctx) {
   check_readable(ctx, "tls.cert_file", c.tls.cert_file);
   check_readable(ctx, "tls.key_file", c.tls.key_file);
   check_readable(ctx, "upstream_tls.root_cert", c.upstream_tls.root_cert);
+
+  check_version_range(ctx, "tls", c.tls.min_version, c.tls.max_version);
+  check_version_range(ctx, "upstream_tls", c.upstream_tls.min_version, c.upstream_tls.max_version);
 
   if (c.limits.max_inspect_bytes > c.limits.max_message_bytes) {
     const std::string key =

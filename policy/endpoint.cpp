@@ -52,4 +52,10 @@ std::optional<Endpoint> parse_endpoint(std::string_view hp) {
   return e;
 }
 
+std::optional<Endpoint> parse_admin_endpoint(std::string_view text) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos)
+    return parse_endpoint("127.0.0.1:" + std::string(text));
+  return parse_endpoint(text);
+}
+
 }  // namespace predrop::policy

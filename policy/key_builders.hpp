@@ -136,10 +136,10 @@ KeySpec<Target> endpoint_key(std::string name, Access access, ReloadBehaviour re
 }
 
 template <class Target, class Access>
-KeySpec<Target> optional_endpoint_key(std::string name, Access access, ReloadBehaviour reload) {
+KeySpec<Target> admin_endpoint_key(std::string name, Access access, ReloadBehaviour reload) {
   KeySpec<Target> k;
   k.name = std::move(name);
-  k.type = "HOST:PORT";
+  k.type = "HOST:PORT or PORT";
   k.reload = reload;
   k.nullable = true;
   k.set = [access](Target& t, std::string_view text) -> std::string {
@@ -147,8 +147,8 @@ KeySpec<Target> optional_endpoint_key(std::string name, Access access, ReloadBeh
       access(t).reset();
       return {};
     }
-    auto ep = parse_endpoint(text);
-    if (!ep) return endpoint_error(text);
+    auto ep = parse_admin_endpoint(text);
+    if (!ep) return endpoint_error(text) + " or PORT alone for 127.0.0.1:PORT";
     access(t) = *ep;
     return {};
   };

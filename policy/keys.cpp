@@ -47,14 +47,17 @@ std::vector<ConfigKey> build_config_keys() {
   std::vector<ConfigKey> k;
   k.push_back(endpoint_key<Config>("listen", [](auto& c) -> auto& { return c.listen; }, restart));
   k.push_back(endpoint_key<Config>("upstream", [](auto& c) -> auto& { return c.upstream; }, restart));
-  k.push_back(optional_endpoint_key<Config>("admin", [](auto& c) -> auto& { return c.admin; }, restart));
+  k.push_back(admin_endpoint_key<Config>("admin", [](auto& c) -> auto& { return c.admin; }, restart));
   k.push_back(int_key<Config>("threads", [](auto& c) -> auto& { return c.threads; }, 0, 1024, restart));
 
   k.push_back(path_key("tls.cert_file", [](auto& c) -> auto& { return c.tls.cert_file; }, restart));
   k.push_back(path_key("tls.key_file", [](auto& c) -> auto& { return c.tls.key_file; }, restart));
   k.push_back(word_key<Config>("tls.min_version", [](auto& c) -> auto& { return c.tls.min_version; }, kTlsVersions,
                                restart));
+  k.push_back(word_key<Config>("tls.max_version", [](auto& c) -> auto& { return c.tls.max_version; }, kTlsVersions,
+                               restart));
   k.push_back(string_key<Config>("tls.ciphers", [](auto& c) -> auto& { return c.tls.ciphers; }, restart));
+  k.push_back(string_key<Config>("tls.ciphersuites", [](auto& c) -> auto& { return c.tls.ciphersuites; }, restart));
 
   k.push_back(word_key<Config>("upstream_tls.sslmode", [](auto& c) -> auto& { return c.upstream_tls.sslmode; },
                                kSslModes, restart));
@@ -63,6 +66,12 @@ std::vector<ConfigKey> build_config_keys() {
                                  [](auto& c) -> auto& { return c.upstream_tls.server_name; }, restart));
   k.push_back(word_key<Config>("upstream_tls.min_version",
                                [](auto& c) -> auto& { return c.upstream_tls.min_version; }, kTlsVersions, restart));
+  k.push_back(word_key<Config>("upstream_tls.max_version",
+                               [](auto& c) -> auto& { return c.upstream_tls.max_version; }, kTlsVersions, restart));
+  k.push_back(string_key<Config>("upstream_tls.ciphers", [](auto& c) -> auto& { return c.upstream_tls.ciphers; },
+                                 restart));
+  k.push_back(string_key<Config>("upstream_tls.ciphersuites",
+                                 [](auto& c) -> auto& { return c.upstream_tls.ciphersuites; }, restart));
 
   k.push_back(int_key<Config>("limits.max_clients", [](auto& c) -> auto& { return c.limits.max_clients; }, 1,
                               1000000, restart));

@@ -20,12 +20,16 @@ struct Endpoint {
   std::string to_string() const;
 };
 std::optional<Endpoint> parse_endpoint(std::string_view host_port);
+// The admin endpoint: HOST:PORT, or PORT alone for 127.0.0.1:PORT (loopback unless configured otherwise).
+std::optional<Endpoint> parse_admin_endpoint(std::string_view text);
 
 struct ClientTls {                 // the client leg: predrop is the TLS server
   std::string cert_file;           // empty: SSLRequest answered 'N'
   std::string key_file;
   std::string min_version = "1.2"; // 1.2 | 1.3
-  std::string ciphers;             // OpenSSL cipher list; empty: OpenSSL's default
+  std::string max_version = "1.3";
+  std::string ciphers;             // TLS 1.2 OpenSSL cipher list; empty: OpenSSL's default
+  std::string ciphersuites;        // TLS 1.3 suites, colon-separated; empty: OpenSSL's default
 };
 
 struct UpstreamTls {               // the upstream leg, libpq's sslmode semantics
@@ -33,6 +37,9 @@ struct UpstreamTls {               // the upstream leg, libpq's sslmode semantic
   std::string root_cert;
   std::string server_name;         // verify-full host name; default: the upstream host
   std::string min_version = "1.2";
+  std::string max_version = "1.3";
+  std::string ciphers;
+  std::string ciphersuites;
 };
 
 struct Limits {
@@ -70,7 +77,7 @@ struct Decision {
 struct Config {
   Endpoint listen{"127.0.0.1", 6432};
   Endpoint upstream{"127.0.0.1", 5432};
-  std::optional<Endpoint> admin;   // --admin; loopback by default when given
+  std::optional<Endpoint> admin;   // --admin; a bare PORT means 127.0.0.1:PORT
   ClientTls tls;
   UpstreamTls upstream_tls;
   Limits limits;

@@ -250,6 +250,9 @@ AdminServer::AdminServer(ProxyContext& ctx, const policy::Endpoint& listen) : im
   impl_->accept();
   impl_->thread = std::thread([this] { impl_->io.run(); });
   spdlog::info("admin endpoint on http://{}/metrics", listen.to_string());
+  if (!ep.address().is_loopback())
+    spdlog::warn("admin endpoint {} is not on loopback: /metrics and /drops answer anyone who can reach it",
+                 listen.to_string());
 }
 
 AdminServer::~AdminServer() { stop(); }

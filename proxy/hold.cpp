@@ -20,15 +20,20 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 }
 
 // SQL the server runs in place of a refused statement, so that its error, the aborted
-// transaction and the next ReadyForQuery are the server's own.
+// transaction and the next ReadyForQuery are the server's own. The message carries names the
+// client chose and error text: it goes into an E'' literal with quotes and backslashes escaped
+// (the same whatever standard_conforming_strings says), inside a dollar quote whose tag does not
+// occur in it, so no name can end the literal or the DO body early.
 std::string raise_sql(std::string_view sqlstate, std::string_view message) {
   std::string m;
   for (char c : message) {
-    if (c == '\'') m += "''";
-    else m += c;
+    if (c == '\'' || c == '\\') m += c;
+    m += c;
   }
-  return "DO $predrop$BEGIN RAISE EXCEPTION USING ERRCODE = '" + std::string(sqlstate) + "', MESSAGE = '" + m +
-         "'; END$predrop$";
+  std::string tag = "$predrop$";
+  for (int n = 0; m.find(tag) != std::string::npos; ++n) tag = "$predrop" + std::to_string(n) + "$";
+  return "DO " + tag + "BEGIN RAISE EXCEPTION USING ERRCODE = '" + std::string(sqlstate) + "', MESSAGE = E'" + m +
+         "'; END" + tag;
 }
 
 void append_message(std::string& out, char type, std::string_view body) {

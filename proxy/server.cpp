@@ -2,6 +2,7 @@
 // and the process-wide pieces every session shares.
 #include "proxy/server.hpp"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -60,14 +61,25 @@ namespace {
 
 int tls_version(const std::string& v) { return v == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION; }
 
+// Versions, TLS 1.2 cipher list and TLS 1.3 suites of one leg; `leg` names its config section in errors.
+void restrict_protocol(SSL_CTX* ctx, const std::string& leg, const std::string& min_version,
+                       const std::string& max_version, const std::string& ciphers, const std::string& ciphersuites) {
+  if (SSL_CTX_set_min_proto_version(ctx, tls_version(min_version)) != 1 ||
+      SSL_CTX_set_max_proto_version(ctx, tls_version(max_version)) != 1)
+    throw std::runtime_error(leg + ".min_version/max_version: OpenSSL refused " + min_version + ".." + max_version);
+  if (!ciphers.empty() && SSL_CTX_set_cipher_list(ctx, ciphers.c_str()) != 1)
+    throw std::runtime_error(leg + ".ciphers: OpenSSL accepts none of '" + ciphers + "'");
+  if (!ciphersuites.empty() && SSL_CTX_set_ciphersuites(ctx, ciphersuites.c_str()) != 1)
+    throw std::runtime_error(leg + ".ciphersuites: OpenSSL does not accept '" + ciphersuites +
+                             "' (TLS 1.3 suite names such as TLS_AES_256_GCM_SHA384, separated by ':')");
+}
+
 std::unique_ptr<asio::ssl::context> make_client_tls(const policy::ClientTls& t) {
   if (t.cert_file.empty()) return nullptr;
   auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
                    asio::ssl::context::single_dh_use);
-  SSL_CTX_set_min_proto_version(ctx->native_handle(), tls_version(t.min_version));
-  if (!t.ciphers.empty() && SSL_CTX_set_cipher_list(ctx->native_handle(), t.ciphers.c_str()) != 1)
-    throw std::runtime_error("tls.ciphers: OpenSSL accepts none of '" + t.ciphers + "'");
+  restrict_protocol(ctx->native_handle(), "tls", t.min_version, t.max_version, t.ciphers, t.ciphersuites);
   ctx->use_certificate_chain_file(t.cert_file);
   ctx->use_private_key_file(t.key_file.empty() ? t.cert_file : t.key_file, asio::ssl::context::pem);
   return ctx;
@@ -76,10 +88,10 @@ std::unique_ptr<asio::ssl::context> make_client_tls(const policy::ClientTls& t) 
 std::unique_ptr<asio::ssl::context> make_upstream_tls(const policy::UpstreamTls& t) {
   if (t.sslmode == "disable") return nullptr;
   auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-  SSL_CTX_set_min_proto_version(ctx->native_handle(), tls_version(t.min_version));
+  restrict_protocol(ctx->native_handle(), "upstream_tls", t.min_version, t.max_version, t.ciphers, t.ciphersuites);
   if (t.sslmode == "verify-ca" || t.sslmode == "verify-full") {
-    if (t.root_cert.empty()) throw std::runtime_error("upstream_tls.sslmode=" + t.sslmode + " needs upstream_tls.root_cert");
-    ctx->load_verify_file(t.root_cert);
+    if (t.root_cert.empty()) ctx->set_default_verify_paths();
+    else ctx->load_verify_file(t.root_cert);
   }
   return ctx;
 }
@@ -264,14 +276,70 @@ class Server {
   std::unique_ptr<AdminServer> admin_;
 };
 
+// Log lines carry what clients chose (user, database, application_name, table names): a line
+// stays one line, and a JSON line stays valid JSON, whatever those bytes are. Text format:
+// control characters as \xNN. JSON: quotes, backslashes and control characters escaped, bytes
+// that are not UTF-8 as U+FFFD.
+class EscapedPayload : public spdlog::custom_flag_formatter {
+ public:
+  explicit EscapedPayload(bool json) : json_(json) {}
+
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const auto* p = reinterpret_cast<const unsigned char*>(msg.payload.data());
+    const size_t n = msg.payload.size();
+    for (size_t i = 0; i < n;) {
+      const unsigned char c = p[i];
+      if (c < 0x20 || c == 0x7f || (json_ && (c == '"' || c == '\\'))) {
+        char buf[8];
+        int len = json_ ? (c == '"' || c == '\\' ? std::snprintf(buf, sizeof buf, "\\%c", c)
+                                                 : std::snprintf(buf, sizeof buf, "\\u%04x", c))
+                        : std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        dest.append(buf, buf + len);
+        ++i;
+        continue;
+      }
+      size_t len = json_ ? utf8_sequence(p + i, n - i) : 1;
+      if (len == 0) {
+        static constexpr char kReplacement[] = "\\ufffd";
+        dest.append(kReplacement, kReplacement + sizeof kReplacement - 1);
+        ++i;
+        continue;
+      }
+      dest.append(msg.payload.data() + i, msg.payload.data() + i + len);
+      i += len;
+    }
+  }
+
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedPayload>(json_); }
+
+ private:
+  // Length of the well-formed UTF-8 sequence at p, 0 when there is none.
+  static size_t utf8_sequence(const unsigned char* p, size_t avail) {
+    if (p[0] < 0x80) return 1;
+    size_t len = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    if (len == 0 || len > avail) return 0;
+    for (size_t k = 1; k < len; ++k)
+      if ((p[k] & 0xC0) != 0x80) return 0;
+    if (p[0] == 0xE0 && p[1] < 0xA0) return 0;                    // overlong
+    if (p[0] == 0xED && p[1] >= 0xA0) return 0;                   // surrogates
+    if (p[0] == 0xF0 && p[1] < 0x90) return 0;                    // overlong
+    if (p[0] == 0xF4 && p[1] >= 0x90) return 0;                   // above U+10FFFF
+    return len;
+  }
+
+  bool json_;
+};
+
 void setup_logging(const policy::Logging& l) {
   auto logger = spdlog::stderr_logger_mt("predrop");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(l.level));
-  if (l.format == "json")
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
-  else
-    spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
+  const bool json = l.format == "json";
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<EscapedPayload>('*', json);
+  formatter->set_pattern(json ? R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%*"})"
+                              : "%Y-%m-%d %H:%M:%S.%e %l %*");
+  spdlog::set_formatter(std::move(formatter));
 }
 
 }  // namespace

@@ -203,10 +203,14 @@ void Session::negotiate_upstream_tls() {
       } else {
         tls.set_verify_mode(asio::ssl::verify_none);
       }
-      tls.async_handshake(asio::ssl::stream_base::client, [self](boost::system::error_code ec) {
+      tls.async_handshake(asio::ssl::stream_base::client, [self, host](boost::system::error_code ec) {
         if (ec) {
+          const auto& mode = self->cfg_->upstream_tls.sslmode;
+          std::string checked = mode == "verify-full" ? " (upstream_tls.sslmode=verify-full, host name checked: '" + host + "')"
+                                : mode == "verify-ca" ? " (upstream_tls.sslmode=verify-ca)"
+                                                      : "";
           return self->fail_startup("08006", "predrop: TLS to upstream " + self->cfg_->upstream.to_string() +
-                                                 " failed: " + ec.message());
+                                                 " failed: " + ec.message() + checked);
         }
         // A plaintext client cannot bind SCRAM to a TLS channel it does not see.
         self->strip_plus_ = !self->client_.is_tls();

@@ -13,6 +13,9 @@ txid) in truth.drops, in the dropping transaction (a rolled-back drop leaves no 
 
 Environment: PGHOST PGPORT (the throwaway cluster, superuser postgres with trust), PREDROP_BIN,
 PREDROP_SOURCE_DIR (both from ctest's PREDROP_TEST_ENV), PREDROP_TEST_WORKDIR (optional).
+PREDROP_HOLD_CAPTURE_ROLE=least_privilege: predrop's default capture and store connections log in as
+a role made by deploy/sql/capture-role.sql (no superuser; the store is migrated beforehand by the
+superuser and predrop runs with --no-migrate), as the README advises for production.
 """
 import json
 import os
@@ -92,6 +95,14 @@ class Hold:
         os.chmod(self.work, 0o755)
         self.instances = []
         self.logs = []
+        self.capture_role = None
+        if os.environ.get("PREDROP_HOLD_CAPTURE_ROLE", "") == "least_privilege":
+            self.capture_role = "hold_lp_%s" % tag
+        elif os.environ.get("PREDROP_HOLD_CAPTURE_ROLE"):
+            print("FAIL: PREDROP_HOLD_CAPTURE_ROLE=%s: only least_privilege is known"
+                  % os.environ["PREDROP_HOLD_CAPTURE_ROLE"])
+            sys.exit(1)
+        self._store_migrated = False
         self.p = None
         self.admin = None
         self._admin_conn("DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.db)
@@ -159,8 +170,36 @@ class Hold:
     def capture_conninfo(self, user="postgres"):
         return "host=%s port=%d user=%s" % (self.host, self.port, user)
 
+    def least_privilege_role(self):
+        """The capture role of deploy/sql/capture-role.sql, (re)granted on every schema the test database
+        has now (the script is idempotent); the store is migrated by the superuser first."""
+        if not self._store_migrated:
+            r = subprocess.run([self.bin, "migrate", "--store", self.store_conninfo()], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=60)
+            if r.returncode != 0:
+                raise RuntimeError("predrop migrate (as the superuser): " + r.stdout)
+            self._store_migrated = True
+        schemas = [r[0] for r in self.q(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'")]
+        cmd = ["psql", "-X", "-q", "-d", self.conninfo(), "-v", "role=" + self.capture_role,
+               "-v", "store_db=" + self.store_db, "-f", os.path.join(SOURCE, "deploy", "sql", "capture-role.sql")]
+        if schemas:
+            cmd[5:5] = ["-v", "covered_schemas=" + ",".join(schemas)]
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError("deploy/sql/capture-role.sql: " + r.stdout)
+        return self.capture_role
+
     def start_predrop(self, *args, capture=True, store=True, config=None, env=None, admin=True):
         argv = []
+        if self.capture_role and (capture is True or store is True):
+            role = self.least_privilege_role()
+            if capture is True:
+                capture = self.capture_conninfo(role)
+            if store is True:
+                store = self.conninfo(self.store_db, user=role)
+                if "--no-migrate" not in args:
+                    args = args + ("--no-migrate",)
         if capture:
             argv += ["--capture", capture if isinstance(capture, str) else self.capture_conninfo()]
         if store:
@@ -340,6 +379,12 @@ class Hold:
                 self._admin_conn("DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
             except Exception as e:  # noqa: BLE001
                 print("# could not drop %s: %s" % (db, e))
+        if self.capture_role:
+            # Its grants and default privileges went with the databases.
+            try:
+                self._admin_conn("DROP ROLE IF EXISTS %s" % self.capture_role)
+            except Exception as e:  # noqa: BLE001
+                print("# could not drop role %s: %s" % (self.capture_role, e))
 
     def finish(self):
         logs = self.logs

@@ -21,6 +21,18 @@ TEST(LoadErrors, YamlSyntaxHasPosition) {
   expect_single("listen: \"127.0.0.1:1\"\nlimits: [1,\n", 3, 1, "YAML syntax");
 }
 
+TEST(LoadErrors, TlsVersionRangeMustNotBeEmpty) {
+  expect_single("tls:\n  min_version: \"1.3\"\n  max_version: \"1.2\"\n", 3, 16,
+                "tls.min_version (1.3) is above tls.max_version (1.2)");
+  expect_single("upstream_tls:\n  max_version: \"1.2\"\n  min_version: \"1.3\"\n", 2, 16,
+                "upstream_tls.min_version (1.3) is above upstream_tls.max_version (1.2)");
+}
+
+TEST(LoadErrors, TlsBelowOnePointTwoIsNotAChoice) {
+  expect_single("tls:\n  min_version: \"1.1\"\n", 2, 16, "1.2");
+  expect_single("upstream_tls:\n  max_version: \"1.0\"\n", 2, 16, "1.3");
+}
+
 TEST(LoadErrors, TopLevelMustBeMapping) {
   expect_single("- listen\n", 1, 1, "expected a mapping of sections");
 }

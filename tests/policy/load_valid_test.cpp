@@ -138,6 +138,43 @@ TEST(LoadValid, NullAdminMeansNoAdminEndpoint) {
   EXPECT_FALSE(load_ok("admin: \"\"\n")->admin.has_value());
 }
 
+TEST(LoadValid, AdminPortAloneIsLoopback) {
+  auto c = load_ok("admin: 9187\n");
+  ASSERT_TRUE(c->admin.has_value());
+  EXPECT_EQ(c->admin->to_string(), "127.0.0.1:9187");
+  EXPECT_EQ(load_ok("admin: \"0.0.0.0:9187\"\n")->admin->to_string(), "0.0.0.0:9187");
+  EXPECT_FALSE(parse_admin_endpoint("0"));
+  EXPECT_FALSE(parse_admin_endpoint("65536"));
+  EXPECT_FALSE(parse_endpoint("9187")) << "only the admin endpoint takes a bare port";
+}
+
+TEST(LoadValid, TlsVersionsCiphersAndSuitesPerLeg) {
+  auto c = load_ok(R"(
+tls:
+  max_version: "1.2"
+  ciphers: "ECDHE-RSA-AES256-GCM-SHA384"
+  ciphersuites: "TLS_AES_256_GCM_SHA384"
+upstream_tls:
+  min_version: "1.3"
+  max_version: "1.3"
+  ciphers: "HIGH"
+  ciphersuites: "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
+)");
+  EXPECT_EQ(c->tls.min_version, "1.2");
+  EXPECT_EQ(c->tls.max_version, "1.2");
+  EXPECT_EQ(c->tls.ciphers, "ECDHE-RSA-AES256-GCM-SHA384");
+  EXPECT_EQ(c->tls.ciphersuites, "TLS_AES_256_GCM_SHA384");
+  EXPECT_EQ(c->upstream_tls.min_version, "1.3");
+  EXPECT_EQ(c->upstream_tls.max_version, "1.3");
+  EXPECT_EQ(c->upstream_tls.ciphers, "HIGH");
+  EXPECT_EQ(c->upstream_tls.ciphersuites, "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256");
+  auto d = load_ok("");
+  EXPECT_EQ(d->tls.min_version, "1.2");
+  EXPECT_EQ(d->tls.max_version, "1.3");
+  EXPECT_EQ(d->upstream_tls.min_version, "1.2");
+  EXPECT_EQ(d->upstream_tls.max_version, "1.3");
+}
+
 TEST(LoadValid, RelativePathsResolveNextToTheFile) {
   test::TempDir dir;
   dir.write("cert.pem", "cert");
