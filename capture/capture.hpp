@@ -150,6 +150,7 @@ class CaptureService {
 // transaction; refuse a store whose recorded version is newer than this binary knows.
 struct MigrateResult {
   bool ok = false;
+  bool reached = false;  // connected to the store: a failure is the store's answer, not an outage
   int from_version = 0;
   int to_version = 0;
   std::string error;
