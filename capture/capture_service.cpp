@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <set>
+#include <unordered_map>
 #include <thread>
 
 #include "capture/capture.hpp"
@@ -40,6 +41,7 @@ struct Job {
   asio::steady_timer timer;
   Clock::time_point started = Clock::now();
   bool finished = false;
+  bool retried = false;  // already moved once to a fresh connection after the server closed one
   // What it waits for or holds right now (at most one of each).
   ConnPool* waiting_pool = nullptr;
   uint64_t ticket = 0;
@@ -71,6 +73,9 @@ struct CaptureService::Impl {
   std::thread thread;
   std::optional<StoreSql> sql;
   std::set<JobPtr> jobs;
+  // Ledger rows whose INSERT is still on its way, by event id, with the updates that must follow
+  // it (a hold_ms update run on another store connection could otherwise overtake the INSERT).
+  std::unordered_map<std::string, std::vector<std::function<void()>>> ledger_in_flight;
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> n_dropped{0}, n_not_dropped{0};
   std::atomic<uint64_t> n_catalog{0}, n_enrich{0}, n_store{0}, n_written{0}, n_timeouts{0}, n_in_flight{0};
@@ -128,6 +133,17 @@ struct CaptureService::Impl {
     publish();
   }
 
+  // A pooled connection the server closed while it sat idle (a restart) fails its next statement:
+  // that is no fault of the database, so the request moves once to a fresh connection.
+  bool retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next) {
+    if (!job->conn || job->conn->healthy() || job->retried) return false;
+    job->retried = true;
+    release(job, false);
+    spdlog::info("predrop {} connection was closed by the server; retrying on a new one", &pool == &store_pool ? "store" : "capture");
+    acquire(job, pool, key, std::move(next));
+    return true;
+  }
+
   void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next) {
     auto cb = [job, next = std::move(next)](PgResult r) {
       if (job->finished) return;
@@ -153,7 +169,10 @@ struct CaptureService::Impl {
   void read_catalog(const JobPtr& job) {
     ++n_catalog;
     run(job, catalog_query(job->req), [this, job](PgResult r) {
-      if (!r.ok()) return fail(job, "capture_error", "catalog: " + r.error);
+      if (!r.ok()) {
+        if (retry_if_closed(job, capture_pool, job->req.ctx.database, [this, job] { read_catalog(job); })) return;
+        return fail(job, "capture_error", "catalog: " + r.error);
+      }
       job->catalog = parse_catalog(r, job->req.targets.size());
       job->resolved = true;
       auto& tables = job->catalog.tables;
@@ -225,6 +244,7 @@ struct CaptureService::Impl {
       // Prepared once per store connection: planning the write costs more than running it.
       BatchQuery q{"predrop_store_write_v1", sql->write, write_params(job->rows, job->req.ctx, cfg, job->req.reason, job->capture_ms)};
       run(job, q, [this, job](PgResult r) {
+        if (!r.ok() && retry_if_closed(job, store_pool, "", [this, job] { write(job); })) return;
         release(job);
         if (!r.ok()) return fail(job, "store_error", r.error);
         SnapshotResult res;
@@ -312,27 +332,58 @@ struct CaptureService::Impl {
 
   // ---- ledger-only and follow-up statements (no deadline of their own but statement_timeout) ----
 
-  void store_exec(std::function<BatchQuery()> make, std::string what) {
-    store_pool.acquire("", [this, make = std::move(make), what = std::move(what)](ConnPool::Conn conn, std::string err) {
-      if (!conn) return spdlog::warn("predrop {}: store unavailable: {}", what, err);
+  void store_exec(std::function<BatchQuery()> make, std::string what, std::function<void()> after = nullptr) {
+    store_pool.acquire("", [this, make = std::move(make), what = std::move(what), after = std::move(after)](
+                               ConnPool::Conn conn, std::string err) {
+      if (!conn) {
+        spdlog::warn("predrop {}: store unavailable: {}", what, err);
+        if (after) after();
+        return;
+      }
       ensure_sql(*conn);
       ++n_store;
       BatchQuery q = make();
-      conn->exec(q.sql, q.params, [this, conn, what](PgResult r) {
+      conn->exec(q.sql, q.params, [this, conn, what, after](PgResult r) {
         if (!r.ok()) spdlog::warn("predrop {} failed: {}", what, r.error);
         store_pool.release(conn, true);
+        if (after) after();
       });
     });
+  }
+
+  // Runs fn now, or once the INSERT of any of these ledger rows has finished.
+  void after_ledger_insert(const std::vector<std::string>& event_ids, std::function<void()> fn) {
+    for (const auto& id : event_ids)
+      if (auto it = ledger_in_flight.find(id); it != ledger_in_flight.end()) {
+        it->second.push_back(std::move(fn));
+        return;
+      }
+    fn();
   }
 
   void write_events(std::vector<WriteRow> rows, StatementContext ctx, std::string reason, std::optional<double> hold_ms,
                     double capture_ms) {
     if (rows.empty()) return;
+    std::vector<std::string> ids;
+    for (const auto& r : rows) {
+      ids.push_back(r.event_id);
+      ledger_in_flight[r.event_id];
+    }
     store_exec(
         [this, rows = std::move(rows), ctx = std::move(ctx), reason = std::move(reason), hold_ms, capture_ms] {
           return BatchQuery{nullptr, sql->events, events_params(rows, ctx, cfg, reason, hold_ms, capture_ms)};
         },
-        "ledger write");
+        "ledger write",
+        [this, ids = std::move(ids)] {
+          std::vector<std::function<void()>> waiting;
+          for (const auto& id : ids) {
+            auto it = ledger_in_flight.find(id);
+            if (it == ledger_in_flight.end()) continue;
+            for (auto& fn : it->second) waiting.push_back(std::move(fn));
+            ledger_in_flight.erase(it);
+          }
+          for (auto& fn : waiting) fn();
+        });
   }
 
   void confirm(std::string database, std::vector<PendingOutcome> pending) {
@@ -410,9 +461,11 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
   }
   if (snapshot_ids.empty() && event_ids.empty()) return;
   asio::post(impl_->io, [impl = impl_.get(), snapshot_ids, event_ids, hold_ms] {
-    impl->store_exec([impl, snapshot_ids, event_ids, hold_ms] {
-      return BatchQuery{nullptr, impl->sql->hold, hold_params(snapshot_ids, event_ids, hold_ms)};
-    }, "hold update");
+    impl->after_ledger_insert(event_ids, [impl, snapshot_ids, event_ids, hold_ms] {
+      impl->store_exec([impl, snapshot_ids, event_ids, hold_ms] {
+        return BatchQuery{nullptr, impl->sql->hold, hold_params(snapshot_ids, event_ids, hold_ms)};
+      }, "hold update");
+    });
   });
 }
 
