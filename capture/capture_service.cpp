@@ -463,7 +463,9 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
   asio::post(impl_->io, [impl = impl_.get(), snapshot_ids, event_ids, hold_ms] {
     impl->after_ledger_insert(event_ids, [impl, snapshot_ids, event_ids, hold_ms] {
       impl->store_exec([impl, snapshot_ids, event_ids, hold_ms] {
-        return BatchQuery{nullptr, impl->sql->hold, hold_params(snapshot_ids, event_ids, hold_ms)};
+        // A miss has no snapshot row: leave the snapshot table (perhaps the locked thing) alone.
+        const std::string& q = snapshot_ids.empty() ? impl->sql->hold_events : impl->sql->hold;
+        return BatchQuery{nullptr, q, hold_params(snapshot_ids, event_ids, hold_ms)};
       }, "hold update");
     });
   });

@@ -48,6 +48,15 @@ class Cluster:
         env = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
         self.port = int(env["PGPORT"])
         self.data = os.path.join(directory, "data")
+        # pg-cluster.sh turns synchronous_commit off for speed; a cluster that is killed must keep
+        # what it committed, as a production store does (else a fresh migration vanishes in the crash)
+        import psycopg2
+        c = psycopg2.connect(self.conninfo())
+        c.autocommit = True
+        with c.cursor() as cur:
+            cur.execute("ALTER SYSTEM SET synchronous_commit = on")
+            cur.execute("SELECT pg_reload_conf()")
+        c.close()
 
     def conninfo(self, db="postgres", **extra):
         s = "host=127.0.0.1 port=%d dbname=%s user=postgres" % (self.port, db)
