@@ -34,6 +34,9 @@ struct CaptureConfig {
   int capture_statement_timeout_ms = 5000; // catalog reads never wait on a table lock: lock_timeout
   int capture_lock_timeout_ms = 500;       // is set too, but catalog reads take none
   int store_statement_timeout_ms = 10000;
+  // Ledger statements the store could not take (down, connection lost) wait here and are retried
+  // with backoff; past this many the oldest is dropped and counted.
+  int store_retry_max = 1000;
   std::chrono::milliseconds default_deadline{30000};  // when a request carries no deadline
 };
 
@@ -113,6 +116,8 @@ struct CaptureStats {
   uint64_t in_flight = 0;            // requests accepted, done() not yet called
   uint64_t dropped = 0;              // outcome checks: the table is gone
   uint64_t not_dropped = 0;          // outcome checks: the table survived (rollback, failed statement)
+  uint64_t store_retry_queued = 0;   // ledger statements waiting for the store now
+  uint64_t store_retry_lost = 0;     // ledger statements dropped because that queue was full
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;

@@ -10,6 +10,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <deque>
 #include <set>
 #include <unordered_map>
 #include <thread>
@@ -76,6 +77,22 @@ struct CaptureService::Impl {
   // Ledger rows whose INSERT is still on its way, by event id, with the updates that must follow
   // it (a hold_ms update run on another store connection could otherwise overtake the INSERT).
   std::unordered_map<std::string, std::vector<std::function<void()>>> ledger_in_flight;
+  // A ledger statement for the store (row inserts, hold and outcome updates); `after` runs once it
+  // was sent and answered, or given up.
+  struct StoreStatement {
+    std::function<BatchQuery()> make;
+    std::string what;
+    std::function<void()> after;
+  };
+  // Statements the store could not take because it was unreachable: kept in order and retried one
+  // at a time with backoff, so a brief outage loses no ledger row. Bounded by cfg.store_retry_max.
+  std::deque<StoreStatement> store_retry;
+  asio::steady_timer retry_timer{io};
+  bool retry_armed = false;
+  bool retry_in_flight = false;  // the queue's front is out being retried (it still counts)
+  std::chrono::milliseconds retry_delay{kRetryFirst};
+  static constexpr std::chrono::milliseconds kRetryFirst{250}, kRetryMax{5000};
+  std::atomic<uint64_t> n_retry_queued{0}, n_retry_lost{0};
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> n_dropped{0}, n_not_dropped{0};
   std::atomic<uint64_t> n_catalog{0}, n_enrich{0}, n_store{0}, n_written{0}, n_timeouts{0}, n_in_flight{0};
@@ -333,22 +350,79 @@ struct CaptureService::Impl {
   // ---- ledger-only and follow-up statements (no deadline of their own but statement_timeout) ----
 
   void store_exec(std::function<BatchQuery()> make, std::string what, std::function<void()> after = nullptr) {
-    store_pool.acquire("", [this, make = std::move(make), what = std::move(what), after = std::move(after)](
-                               ConnPool::Conn conn, std::string err) {
-      if (!conn) {
-        spdlog::warn("predrop {}: store unavailable: {}", what, err);
-        if (after) after();
-        return;
-      }
+    store_send(StoreStatement{std::move(make), std::move(what), std::move(after)}, false);
+  }
+
+  void store_send(StoreStatement st, bool retrying) {
+    store_pool.acquire("", [this, st = std::move(st), retrying](ConnPool::Conn conn, std::string err) mutable {
+      if (!conn) return keep_for_retry(std::move(st), retrying, err);
       ensure_sql(*conn);
       ++n_store;
-      BatchQuery q = make();
-      conn->exec(q.sql, q.params, [this, conn, what, after](PgResult r) {
-        if (!r.ok()) spdlog::warn("predrop {} failed: {}", what, r.error);
-        store_pool.release(conn, true);
-        if (after) after();
+      BatchQuery q = st.make();
+      conn->exec(q.sql, q.params, [this, conn, st, retrying](PgResult r) {
+        // A statement error is the store's answer; a connection that died under it is an outage.
+        bool lost = !r.ok() && !conn->healthy();
+        store_pool.release(conn, !lost);
+        if (lost) return keep_for_retry(st, retrying, r.error);
+        if (!r.ok()) spdlog::warn("predrop {} failed: {}", st.what, r.error);
+        if (st.after) st.after();
+        if (retrying) {
+          retry_in_flight = false;
+          retry_delay = kRetryFirst;
+          retry_next();
+        }
       });
     });
+  }
+
+  void keep_for_retry(StoreStatement st, bool retrying, const std::string& err) {
+    if (stopped) {
+      spdlog::warn("predrop {}: store unavailable while stopping, not written: {}", st.what, err);
+      if (st.after) st.after();
+      return;
+    }
+    if (retrying) {
+      retry_in_flight = false;
+      store_retry.push_front(std::move(st));
+      retry_delay = std::min(retry_delay * 2, kRetryMax);
+    } else {
+      if (retry_waiting() >= static_cast<size_t>(std::max(cfg.store_retry_max, 0))) {
+        ++n_retry_lost;
+        if (store_retry.empty()) {
+          spdlog::error("predrop {} lost: store unavailable and no retry queue: {}", st.what, err);
+          if (st.after) st.after();
+          return;
+        }
+        spdlog::error("predrop store retry queue full ({}): oldest {} lost", store_retry.size(), store_retry.front().what);
+        if (auto after = std::move(store_retry.front().after)) after();
+        store_retry.pop_front();
+      }
+      spdlog::warn("predrop {}: store unavailable, kept for retry ({} waiting): {}", st.what, retry_waiting() + 1, err);
+      store_retry.push_back(std::move(st));
+    }
+    n_retry_queued = retry_waiting();
+    arm_retry();
+  }
+
+  size_t retry_waiting() const { return store_retry.size() + (retry_in_flight ? 1 : 0); }
+
+  void arm_retry() {
+    if (retry_armed || retry_in_flight || store_retry.empty() || stopped) return;
+    retry_armed = true;
+    retry_timer.expires_after(retry_delay);
+    retry_timer.async_wait([this](const boost::system::error_code& ec) {
+      retry_armed = false;
+      if (!ec) retry_next();
+    });
+  }
+
+  void retry_next() {
+    n_retry_queued = retry_waiting();
+    if (retry_in_flight || store_retry.empty() || stopped) return;
+    auto st = std::move(store_retry.front());
+    store_retry.pop_front();
+    retry_in_flight = true;
+    store_send(std::move(st), true);
   }
 
   // Runs fn now, or once the INSERT of any of these ledger rows has finished.
@@ -414,6 +488,9 @@ struct CaptureService::Impl {
 
   void shutdown() {
     for (auto job : std::set<JobPtr>(jobs)) fail(job, "capture_error", "capture service stopped");
+    retry_timer.cancel();
+    if (!store_retry.empty())
+      spdlog::error("predrop stopping with {} ledger statement(s) the store never took", store_retry.size());
     capture_pool.close_all();
     store_pool.close_all();
     publish();
@@ -485,6 +562,8 @@ CaptureStats CaptureService::stats() const {
   s.in_flight = impl_->n_in_flight;
   s.dropped = impl_->n_dropped;
   s.not_dropped = impl_->n_not_dropped;
+  s.store_retry_queued = impl_->n_retry_queued;
+  s.store_retry_lost = impl_->n_retry_lost;
   return s;
 }
 

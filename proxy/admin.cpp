@@ -146,6 +146,10 @@ std::string render_metrics(ProxyContext& ctx) {
   sample(out, "predrop_capture_pool_connections", "state=\"idle\"", ps.pool_idle);
   sample(out, "predrop_capture_pool_connections", "state=\"busy\"", ps.pool_busy);
   gauge(out, "predrop_capture_queue", "Capture requests waiting for a connection.", static_cast<double>(ps.queued));
+  gauge(out, "predrop_store_retry_queue", "Ledger statements waiting for an unreachable store, retried with backoff.",
+        static_cast<double>(ps.store_retry_queued));
+  counter(out, "predrop_store_retry_lost_total", "Ledger statements dropped because the store retry queue was full.",
+          ps.store_retry_lost);
   header(out, "predrop_config_reloads_total", "counter", "SIGHUP reloads, by result.");
   sample(out, "predrop_config_reloads_total", "result=\"ok\"", m.reloads_ok.load());
   sample(out, "predrop_config_reloads_total", "result=\"failed\"", m.reloads_failed.load());

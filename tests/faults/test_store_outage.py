@@ -3,7 +3,8 @@
 migrated), then started (predrop migrates it and snapshots resume), then killed mid-run with
 pg_ctl -m immediate, then started again. While it is down every DROP succeeds within the hold
 timeout, the miss is counted (/metrics) and logged (the ledger is in the dead store); once it
-answers again a later DROP gets a written snapshot and ledger row, from the same predrop process.
+answers again a later DROP gets a written snapshot and ledger row, from the same predrop process,
+and the ledger rows of the misses arrive from predrop's bounded retry queue.
 """
 import os
 
@@ -112,9 +113,24 @@ def run(h, cl):
     check_written(h, cl, "store back", "back2", oids["back2"])
 
     h.check(h.p.pid == pid and h.p.alive(), "one predrop process throughout (pid %d)" % pid)
-    lost = store_rows(cl, "SELECT outcome, table_name FROM predrop.drop_events WHERE table_name IN "
-                          "('down_start', 'killed1', 'killed2')")
-    print("# ledger rows for the drops made while the store was down: %s" % lost)
+    # The ledger rows of the misses waited in predrop's retry queue and arrive now, hold_ms included
+    # (the row of the miss before the first migration may meet the store still unmigrated: printed).
+    def late_rows():
+        return store_rows(cl, "SELECT table_name, outcome, hold_ms FROM predrop.drop_events "
+                              "WHERE table_name IN ('down_start', 'killed1', 'killed2') ORDER BY occurred_at")
+    rows = h.wait_for(lambda: (lambda r: r if sum(1 for x in r if x["table_name"] in ("killed1", "killed2")
+                                                  and x["hold_ms"] is not None) == 2 else None)(late_rows()),
+                      timeout=20)
+    print("# ledger rows for the drops made while the store was down: %s" % late_rows())
+    killed = [r for r in (rows or []) if r["table_name"] in ("killed1", "killed2")]
+    h.check(len(killed) == 2 and all(r["outcome"] == "store_error" and r["hold_ms"] <= HOLD_TIMEOUT_MS + 100
+                                     for r in killed),
+            "store back: the ledger rows of the misses while it was dead arrived from the retry queue "
+            "(store_error, hold_ms <= %d)" % (HOLD_TIMEOUT_MS + 100), late_rows())
+    queued = h.wait_for(lambda: h.metric("predrop_store_retry_queue") == 0, timeout=10)
+    h.check(queued, "store back: predrop_store_retry_queue drained to 0", h.metric("predrop_store_retry_queue"))
+    h.check(h.metric("predrop_store_retry_lost_total") == 0, "no ledger statement was lost to the queue bound",
+            h.metric("predrop_store_retry_lost_total"))
     counters = faultlib.miss_counters(h)
     print("# /metrics predrop_snapshots_total: %s; hold histogram (count, <= %g s): %s"
           % (counters, HOLD_BOUND_S, hist.read()))
