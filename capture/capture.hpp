@@ -34,6 +34,9 @@ struct CaptureConfig {
   int capture_statement_timeout_ms = 5000; // catalog reads never wait on a table lock: lock_timeout
   int capture_lock_timeout_ms = 500;       // is set too, but catalog reads take none
   int store_statement_timeout_ms = 10000;
+  // Ledger statements the store could not take (down, connection lost) wait here and are retried
+  // with backoff; past this many the oldest is dropped and counted.
+  int store_retry_max = 1000;
   std::chrono::milliseconds default_deadline{30000};  // when a request carries no deadline
   // With no snapshot write for this long, a thread of its own checks that the store is writable.
   std::chrono::milliseconds store_check_interval{10000};
@@ -118,6 +121,8 @@ struct CaptureStats {
   // The store as the last snapshot write, failed store write or store check found it.
   bool store_up = false;
   double store_last_success_unix_s = 0;  // 0: never
+  uint64_t store_retry_queued = 0;   // ledger statements waiting for the store now
+  uint64_t store_retry_lost = 0;     // ledger statements dropped because that queue was full
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;
@@ -159,6 +164,7 @@ class CaptureService {
 // transaction; refuse a store whose recorded version is newer than this binary knows.
 struct MigrateResult {
   bool ok = false;
+  bool reached = false;  // connected to the store: a failure is the store's answer, not an outage
   int from_version = 0;
   int to_version = 0;
   std::string error;

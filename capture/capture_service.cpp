@@ -11,8 +11,10 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 #include <thread>
 
 #include "capture/capture.hpp"
@@ -42,6 +44,7 @@ struct Job {
   asio::steady_timer timer;
   Clock::time_point started = Clock::now();
   bool finished = false;
+  bool retried = false;  // already moved once to a fresh connection after the server closed one
   // What it waits for or holds right now (at most one of each).
   ConnPool* waiting_pool = nullptr;
   uint64_t ticket = 0;
@@ -74,6 +77,25 @@ struct CaptureService::Impl {
   std::thread thread;
   std::optional<StoreSql> sql;
   std::set<JobPtr> jobs;
+  // Ledger rows whose INSERT is still on its way, by event id, with the updates that must follow
+  // it (a hold_ms update run on another store connection could otherwise overtake the INSERT).
+  std::unordered_map<std::string, std::vector<std::function<void()>>> ledger_in_flight;
+  // A ledger statement for the store (row inserts, hold and outcome updates); `after` runs once it
+  // was sent and answered, or given up.
+  struct StoreStatement {
+    std::function<BatchQuery()> make;
+    std::string what;
+    std::function<void()> after;
+  };
+  // Statements the store could not take because it was unreachable: kept in order and retried one
+  // at a time with backoff, so a brief outage loses no ledger row. Bounded by cfg.store_retry_max.
+  std::deque<StoreStatement> store_retry;
+  asio::steady_timer retry_timer{io};
+  bool retry_armed = false;
+  bool retry_in_flight = false;  // the queue's front is out being retried (it still counts)
+  std::chrono::milliseconds retry_delay{kRetryFirst};
+  static constexpr std::chrono::milliseconds kRetryFirst{250}, kRetryMax{5000};
+  std::atomic<uint64_t> n_retry_queued{0}, n_retry_lost{0};
   std::atomic<bool> stopped{false};
   std::atomic<uint64_t> n_dropped{0}, n_not_dropped{0};
   std::atomic<uint64_t> n_catalog{0}, n_enrich{0}, n_store{0}, n_written{0}, n_timeouts{0}, n_in_flight{0};
@@ -175,6 +197,17 @@ struct CaptureService::Impl {
     publish();
   }
 
+  // A pooled connection the server closed while it sat idle (a restart) fails its next statement:
+  // that is no fault of the database, so the request moves once to a fresh connection.
+  bool retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next) {
+    if (!job->conn || job->conn->healthy() || job->retried) return false;
+    job->retried = true;
+    release(job, false);
+    spdlog::info("predrop {} connection was closed by the server; retrying on a new one", &pool == &store_pool ? "store" : "capture");
+    acquire(job, pool, key, std::move(next));
+    return true;
+  }
+
   void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next) {
     auto cb = [job, next = std::move(next)](PgResult r) {
       if (job->finished) return;
@@ -200,7 +233,10 @@ struct CaptureService::Impl {
   void read_catalog(const JobPtr& job) {
     ++n_catalog;
     run(job, catalog_query(job->req), [this, job](PgResult r) {
-      if (!r.ok()) return fail(job, "capture_error", "catalog: " + r.error);
+      if (!r.ok()) {
+        if (retry_if_closed(job, capture_pool, job->req.ctx.database, [this, job] { read_catalog(job); })) return;
+        return fail(job, "capture_error", "catalog: " + r.error);
+      }
       job->catalog = parse_catalog(r, job->req.targets.size());
       job->resolved = true;
       auto& tables = job->catalog.tables;
@@ -272,6 +308,7 @@ struct CaptureService::Impl {
       // Prepared once per store connection: planning the write costs more than running it.
       BatchQuery q{"predrop_store_write_v1", sql->write, write_params(job->rows, job->req.ctx, cfg, job->req.reason, job->capture_ms)};
       run(job, q, [this, job](PgResult r) {
+        if (!r.ok() && retry_if_closed(job, store_pool, "", [this, job] { write(job); })) return;
         release(job);
         if (!r.ok()) return fail(job, "store_error", r.error);
         note_store(true, {});
@@ -361,33 +398,119 @@ struct CaptureService::Impl {
 
   // ---- ledger-only and follow-up statements (no deadline of their own but statement_timeout) ----
 
-  void store_exec(std::function<BatchQuery()> make, std::string what) {
-    store_pool.acquire("", [this, make = std::move(make), what = std::move(what)](ConnPool::Conn conn, std::string err) {
+  void store_exec(std::function<BatchQuery()> make, std::string what, std::function<void()> after = nullptr) {
+    store_send(StoreStatement{std::move(make), std::move(what), std::move(after)}, false);
+  }
+
+  void store_send(StoreStatement st, bool retrying) {
+    store_pool.acquire("", [this, st = std::move(st), retrying](ConnPool::Conn conn, std::string err) mutable {
       if (!conn) {
         note_store(false, err);
-        return spdlog::warn("predrop {}: store unavailable: {}", what, err);
+        return keep_for_retry(std::move(st), retrying, err);
       }
       ensure_sql(*conn);
       ++n_store;
-      BatchQuery q = make();
-      conn->exec(q.sql, q.params, [this, conn, what](PgResult r) {
-        if (!r.ok()) {
-          note_store(false, r.error);
-          spdlog::warn("predrop {} failed: {}", what, r.error);
+      BatchQuery q = st.make();
+      conn->exec(q.sql, q.params, [this, conn, st, retrying](PgResult r) {
+        // A statement error is the store's answer; a connection that died under it is an outage.
+        bool lost = !r.ok() && !conn->healthy();
+        store_pool.release(conn, !lost);
+        if (!r.ok()) note_store(false, r.error);
+        if (lost) return keep_for_retry(st, retrying, r.error);
+        if (!r.ok()) spdlog::warn("predrop {} failed: {}", st.what, r.error);
+        if (st.after) st.after();
+        if (retrying) {
+          retry_in_flight = false;
+          retry_delay = kRetryFirst;
+          retry_next();
         }
-        store_pool.release(conn, true);
       });
     });
+  }
+
+  void keep_for_retry(StoreStatement st, bool retrying, const std::string& err) {
+    if (stopped) {
+      spdlog::warn("predrop {}: store unavailable while stopping, not written: {}", st.what, err);
+      if (st.after) st.after();
+      return;
+    }
+    if (retrying) {
+      retry_in_flight = false;
+      store_retry.push_front(std::move(st));
+      retry_delay = std::min(retry_delay * 2, kRetryMax);
+    } else {
+      if (retry_waiting() >= static_cast<size_t>(std::max(cfg.store_retry_max, 0))) {
+        ++n_retry_lost;
+        if (store_retry.empty()) {
+          spdlog::error("predrop {} lost: store unavailable and no retry queue: {}", st.what, err);
+          if (st.after) st.after();
+          return;
+        }
+        spdlog::error("predrop store retry queue full ({}): oldest {} lost", store_retry.size(), store_retry.front().what);
+        if (auto after = std::move(store_retry.front().after)) after();
+        store_retry.pop_front();
+      }
+      spdlog::warn("predrop {}: store unavailable, kept for retry ({} waiting): {}", st.what, retry_waiting() + 1, err);
+      store_retry.push_back(std::move(st));
+    }
+    n_retry_queued = retry_waiting();
+    arm_retry();
+  }
+
+  size_t retry_waiting() const { return store_retry.size() + (retry_in_flight ? 1 : 0); }
+
+  void arm_retry() {
+    if (retry_armed || retry_in_flight || store_retry.empty() || stopped) return;
+    retry_armed = true;
+    retry_timer.expires_after(retry_delay);
+    retry_timer.async_wait([this](const boost::system::error_code& ec) {
+      retry_armed = false;
+      if (!ec) retry_next();
+    });
+  }
+
+  void retry_next() {
+    n_retry_queued = retry_waiting();
+    if (retry_in_flight || store_retry.empty() || stopped) return;
+    auto st = std::move(store_retry.front());
+    store_retry.pop_front();
+    retry_in_flight = true;
+    store_send(std::move(st), true);
+  }
+
+  // Runs fn now, or once the INSERT of any of these ledger rows has finished.
+  void after_ledger_insert(const std::vector<std::string>& event_ids, std::function<void()> fn) {
+    for (const auto& id : event_ids)
+      if (auto it = ledger_in_flight.find(id); it != ledger_in_flight.end()) {
+        it->second.push_back(std::move(fn));
+        return;
+      }
+    fn();
   }
 
   void write_events(std::vector<WriteRow> rows, StatementContext ctx, std::string reason, std::optional<double> hold_ms,
                     double capture_ms) {
     if (rows.empty()) return;
+    std::vector<std::string> ids;
+    for (const auto& r : rows) {
+      ids.push_back(r.event_id);
+      ledger_in_flight[r.event_id];
+    }
     store_exec(
         [this, rows = std::move(rows), ctx = std::move(ctx), reason = std::move(reason), hold_ms, capture_ms] {
           return BatchQuery{nullptr, sql->events, events_params(rows, ctx, cfg, reason, hold_ms, capture_ms)};
         },
-        "ledger write");
+        "ledger write",
+        [this, ids = std::move(ids)] {
+          std::vector<std::function<void()>> waiting;
+          for (const auto& id : ids) {
+            auto it = ledger_in_flight.find(id);
+            if (it == ledger_in_flight.end()) continue;
+            for (auto& fn : it->second) waiting.push_back(std::move(fn));
+            ledger_in_flight.erase(it);
+          }
+          for (auto& fn : waiting) fn();
+        });
   }
 
   void confirm(std::string database, std::vector<PendingOutcome> pending) {
@@ -418,6 +541,9 @@ struct CaptureService::Impl {
 
   void shutdown() {
     for (auto job : std::set<JobPtr>(jobs)) fail(job, "capture_error", "capture service stopped");
+    retry_timer.cancel();
+    if (!store_retry.empty())
+      spdlog::error("predrop stopping with {} ledger statement(s) the store never took", store_retry.size());
     capture_pool.close_all();
     store_pool.close_all();
     publish();
@@ -479,9 +605,13 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
   }
   if (snapshot_ids.empty() && event_ids.empty()) return;
   asio::post(impl_->io, [impl = impl_.get(), snapshot_ids, event_ids, hold_ms] {
-    impl->store_exec([impl, snapshot_ids, event_ids, hold_ms] {
-      return BatchQuery{nullptr, impl->sql->hold, hold_params(snapshot_ids, event_ids, hold_ms)};
-    }, "hold update");
+    impl->after_ledger_insert(event_ids, [impl, snapshot_ids, event_ids, hold_ms] {
+      impl->store_exec([impl, snapshot_ids, event_ids, hold_ms] {
+        // A miss has no snapshot row: leave the snapshot table (perhaps the locked thing) alone.
+        const std::string& q = snapshot_ids.empty() ? impl->sql->hold_events : impl->sql->hold;
+        return BatchQuery{nullptr, q, hold_params(snapshot_ids, event_ids, hold_ms)};
+      }, "hold update");
+    });
   });
 }
 
@@ -501,6 +631,8 @@ CaptureStats CaptureService::stats() const {
   s.not_dropped = impl_->n_not_dropped;
   s.store_up = impl_->store_up == 1;
   s.store_last_success_unix_s = impl_->store_success_unix_ms / 1000.0;
+  s.store_retry_queued = impl_->n_retry_queued;
+  s.store_retry_lost = impl_->n_retry_lost;
   return s;
 }
 

@@ -96,6 +96,7 @@ MigrateResult migrate(const std::string& store_conninfo, const std::string& stor
     while (!res.error.empty() && res.error.back() == '\n') res.error.pop_back();
     return res;
   }
+  res.reached = true;
   PGconn* c = conn.get();
   std::string err;
   // Session-level lock: held across the per-file transactions, released by PQfinish at worst.

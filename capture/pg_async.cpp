@@ -68,6 +68,16 @@ void PgConn::connect(const ConnectParams& params, DoneFn done) {
 }
 
 void PgConn::poll_connect(PostgresPollingStatusType st) {
+  // libpq may close its socket and open another that gets the same number (sslmode=prefer
+  // retrying without TLS after the server refused the login): register afresh at every step, or
+  // the wait stays on the closed socket until the connect timeout.
+  if (sd_) {
+    boost::system::error_code ec;
+    sd_->cancel(ec);
+    sd_->release();
+    sd_.reset();
+  }
+  fd_ = -1;
   sync_socket();
   if (st == PGRES_POLLING_OK) {
     PQsetnonblocking(conn_, 1);
@@ -213,6 +223,9 @@ std::string PgConn::quote_ident(const std::string& name) const {
 bool PgConn::healthy() {
   if (!conn_ || PQstatus(conn_) != CONNECTION_OK || done_) return false;
   // Reads whatever arrived while idle (a termination notice, EOF) without blocking.
+  if (!PQconsumeInput(conn_)) return false;
+  // Over TLS one read may return the server's last message (a FATAL when it shuts down) and only
+  // the next one sees the end of the connection.
   if (!PQconsumeInput(conn_)) return false;
   return PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
 }

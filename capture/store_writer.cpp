@@ -78,6 +78,11 @@ WITH a AS (UPDATE @STORE@ SET hold_ms = $3::float8 WHERE id = ANY ($1::uuid[]) R
 SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b)
 )SQL";
 
+constexpr const char* kHoldEventsSql = R"SQL(
+WITH b AS (UPDATE @EVENTS@ SET hold_ms = $3::float8 WHERE id = ANY ($2::uuid[]) RETURNING 1)
+SELECT cardinality($1::uuid[]), (SELECT count(*) FROM b)
+)SQL";
+
 constexpr const char* kOutcomeSql = R"SQL(
 WITH u AS (
   SELECT NULLIF(sid, '')::uuid AS sid, NULLIF(eid, '')::uuid AS eid, outcome
@@ -112,8 +117,8 @@ std::string ms_text(double ms) {
 }  // namespace
 
 StoreSql build_store_sql(const std::string& store, const std::string& events) {
-  StoreSql s{kWriteSql, kEventsSql, kHoldSql, kOutcomeSql};
-  for (auto* sql : {&s.write, &s.events, &s.hold, &s.outcome}) {
+  StoreSql s{kWriteSql, kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql};
+  for (auto* sql : {&s.write, &s.events, &s.hold, &s.hold_events, &s.outcome}) {
     replace_all(*sql, "@STORE@", store);
     replace_all(*sql, "@EVENTS@", events);
   }

@@ -18,6 +18,7 @@ struct StoreSql {
   std::string write;     // snapshots + dedup + ledger
   std::string events;    // ledger rows only
   std::string hold;      // hold_ms onto snapshot and ledger rows
+  std::string hold_events;  // hold_ms onto ledger rows only: no lock on the snapshot table, which may be held
   std::string outcome;   // drop_outcome onto snapshot and ledger rows
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);

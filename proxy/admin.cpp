@@ -155,6 +155,10 @@ std::string render_metrics(ProxyContext& ctx) {
     std::snprintf(stamp, sizeof stamp, "predrop_store_last_success_timestamp_seconds %.3f\n", ps.store_last_success_unix_s);
     out += stamp;
   }
+  gauge(out, "predrop_store_retry_queue", "Ledger statements waiting for an unreachable store, retried with backoff.",
+        static_cast<double>(ps.store_retry_queued));
+  counter(out, "predrop_store_retry_lost_total", "Ledger statements dropped because the store retry queue was full.",
+          ps.store_retry_lost);
   header(out, "predrop_config_reloads_total", "counter", "SIGHUP reloads, by result.");
   sample(out, "predrop_config_reloads_total", "result=\"ok\"", m.reloads_ok.load());
   sample(out, "predrop_config_reloads_total", "result=\"failed\"", m.reloads_failed.load());

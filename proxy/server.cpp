@@ -8,6 +8,8 @@
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "proxy/admin.hpp"
@@ -138,8 +140,16 @@ class Server {
       capture::CaptureConfig cc = capture_config(*cfg);
       if (cfg->migrate_on_start) {
         auto r = capture::migrate(cc.store_conninfo, cc.store_table);
-        if (!r.ok) throw std::runtime_error("store migration failed: " + r.error);
-        spdlog::info("store at migration version {}", r.to_version);
+        if (r.ok) {
+          spdlog::info("store at migration version {}", r.to_version);
+        } else if (r.reached) {
+          throw std::runtime_error("store migration failed: " + r.error);
+        } else {
+          // An unreachable store must not keep clients out: serve (holds fail open, counted) and
+          // migrate once it answers, so snapshots resume without a restart.
+          spdlog::error("store unreachable at start, serving without snapshots until it answers: {}", r.error);
+          retry_migration_ = std::make_pair(cc.store_conninfo, cc.store_table);
+        }
       }
       ctx_.capture = std::make_unique<capture::CaptureService>(cc);
     } else {
@@ -156,6 +166,7 @@ class Server {
 
   int run() {
     if (auto cfg = ctx_.config(); cfg->admin) admin_ = std::make_unique<AdminServer>(ctx_, *cfg->admin);
+    if (retry_migration_) migrate_in_background(retry_migration_->first, retry_migration_->second);
     accept();
     wait_signal();
     std::vector<std::thread> workers;
@@ -165,11 +176,63 @@ class Server {
     for (auto& l : loops_) l->stop();
     for (auto& w : workers) w.join();
     if (admin_) admin_->stop();
+    stop_migration_retry();
     if (ctx_.capture) ctx_.capture->stop();
     return 0;
   }
 
  private:
+  // Lives on its own thread (migrate() blocks in libpq) and outlives the Server if an attempt is
+  // still connecting at exit, so it touches nothing but this state.
+  struct MigrationRetry {
+    std::mutex m;
+    std::condition_variable cv;
+    bool stop = false;
+    bool attempting = false;
+  };
+
+  void migrate_in_background(std::string conninfo, std::string table) {
+    migration_retry_ = std::make_shared<MigrationRetry>();
+    migration_thread_ = std::thread([st = migration_retry_, conninfo = std::move(conninfo), table = std::move(table)] {
+      auto delay = std::chrono::milliseconds(500);
+      for (;;) {
+        {
+          std::unique_lock lock(st->m);
+          if (st->cv.wait_for(lock, delay, [&] { return st->stop; })) return;
+          st->attempting = true;
+        }
+        auto r = capture::migrate(conninfo, table);
+        std::lock_guard lock(st->m);
+        st->attempting = false;
+        if (st->stop) return;
+        if (r.ok) {
+          spdlog::info("store reachable again, at migration version {}: snapshots resume", r.to_version);
+          return;
+        }
+        if (r.reached) {
+          spdlog::error("store migration failed: {}", r.error);
+          return;
+        }
+        spdlog::debug("store still unreachable: {}", r.error);
+        delay = std::min(delay * 2, std::chrono::milliseconds(10000));
+      }
+    });
+  }
+
+  void stop_migration_retry() {
+    if (!migration_retry_) return;
+    bool busy;
+    {
+      std::lock_guard lock(migration_retry_->m);
+      migration_retry_->stop = true;
+      busy = migration_retry_->attempting;
+    }
+    migration_retry_->cv.notify_all();
+    // A connect attempt to a silent host may take the conninfo's connect_timeout: do not wait for it.
+    if (busy) migration_thread_.detach();
+    else migration_thread_.join();
+  }
+
   void accept() {
     auto& loop = *loops_[next_loop_];
     BufferPool& pool = *pools_[next_loop_];
@@ -271,6 +334,9 @@ class Server {
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;
   bool draining_ = false;
+  std::optional<std::pair<std::string, std::string>> retry_migration_;  // store conninfo, table
+  std::shared_ptr<MigrationRetry> migration_retry_;
+  std::thread migration_thread_;
   std::chrono::steady_clock::time_point drain_deadline_;
   ProxyContext ctx_;
   std::unique_ptr<AdminServer> admin_;

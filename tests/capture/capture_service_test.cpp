@@ -401,3 +401,36 @@ TEST_F(CaptureTest, ExistingReferenceStoreTable) {
   Db rdb(ref_store.name());
   EXPECT_EQ(rdb.value("SELECT count(*) FROM raw.raw_schema_snapshots"), "1");
 }
+
+TEST_F(CaptureTest, LedgerRowsWaitForAnUnreachableStoreWithinABound) {
+  // The store's database does not exist yet: every store connection is refused, as when it is down.
+  const std::string later = unique_name("cap_later");
+  cfg.store_conninfo = conninfo_for(later);
+  cfg.store_retry_max = 2;
+  CaptureService svc(cfg);
+  for (int i = 0; i < 5; ++i) {
+    EventRecord ev;
+    ev.ctx.database = src->name();
+    ev.outcome = "policy_skip";
+    ev.table = "t" + std::to_string(i);
+    svc.record_event(ev);
+  }
+  auto end = Clock::now() + 10s;
+  while (Clock::now() < end && svc.stats().store_retry_lost < 3) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(svc.stats().store_retry_lost, 3u) << "5 rows, room for 2: the 3 oldest are dropped and counted";
+  EXPECT_EQ(svc.stats().store_retry_queued, 2u);
+  // The store appears, already migrated (renamed into place, so no retry meets it half-made); the
+  // kept rows arrive by themselves.
+  Db("postgres").exec("CREATE DATABASE " + later + "_tmp");
+  auto m = migrate(conninfo_for(later + "_tmp"));
+  ASSERT_TRUE(m.ok) << m.error;
+  Db("postgres").exec("ALTER DATABASE " + later + "_tmp RENAME TO " + later);
+  {
+    Db ldb(later);
+    eventually(ldb, "SELECT count(*) FROM predrop.drop_events WHERE outcome = 'policy_skip'", "2", 15s);
+  }
+  EXPECT_EQ(svc.stats().store_retry_queued, 0u);
+  EXPECT_EQ(svc.stats().store_retry_lost, 3u);
+  svc.stop();
+  Db("postgres").exec("DROP DATABASE IF EXISTS " + later + " WITH (FORCE)");
+}

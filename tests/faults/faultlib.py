@@ -1,0 +1,183 @@
+"""Helpers of the fault-injection tests (tests/faults/), on top of tests/hold/holdlib.py.
+
+    cl = Cluster(h.work + "/store")     # a private PostgreSQL 15 cluster, to stop and start at will
+    cl.stop("immediate"); cl.start()
+    hist = HoldHistogram(h)             # predrop_hold_duration_seconds before/after a drop
+    relay = Relay(port, upstream_port)  # a byte relay to kill and restart (an unreachable database)
+
+Time bounds: predrop's own hold measurements are asserted (ledger hold_ms, or the hold histogram
+where the ledger is out of reach); client-side wall times are printed and asserted only with a
+generous bound, because this box is shared and loaded.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.environ.get("PREDROP_SOURCE_DIR") or os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "hold"))
+import holdlib  # noqa: E402,F401
+
+PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
+# The hold histogram has a bucket at 0.5 s: with this timeout, "every hold <= timeout + 100 ms" is
+# exactly "every hold falls in that bucket".
+HOLD_TIMEOUT_MS = 400
+HOLD_BOUND_S = 0.5
+# Client-side wall time of one DROP on an open connection: printed, and asserted only this loosely.
+CLIENT_SLACK_MS = int(os.environ.get("HOLD_SLACK_MS", "1500"))
+
+
+def as_owner(cmd):
+    """PostgreSQL refuses to run as root: run as the cluster's owner (pg-cluster.sh does the same)."""
+    if os.getuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--"] + cmd
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+
+
+class Cluster:
+    """A throwaway cluster of this test's own (pg-cluster.sh), so it can be killed and restarted."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        r = subprocess.run([os.path.join(SOURCE, "scripts", "pg-cluster.sh"), "start", directory],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError("pg-cluster.sh start %s: %s" % (directory, r.stderr))
+        env = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        self.port = int(env["PGPORT"])
+        self.data = os.path.join(directory, "data")
+        # pg-cluster.sh turns synchronous_commit off for speed; a cluster that is killed must keep
+        # what it committed, as a production store does (else a fresh migration vanishes in the crash)
+        import psycopg2
+        c = psycopg2.connect(self.conninfo())
+        c.autocommit = True
+        with c.cursor() as cur:
+            cur.execute("ALTER SYSTEM SET synchronous_commit = on")
+            cur.execute("SELECT pg_reload_conf()")
+        c.close()
+
+    def conninfo(self, db="postgres", **extra):
+        s = "host=127.0.0.1 port=%d dbname=%s user=postgres" % (self.port, db)
+        for k, v in extra.items():
+            s += " %s=%s" % (k, v)
+        return s
+
+    def pg_ctl(self, *args):
+        r = as_owner([os.path.join(PGBIN, "pg_ctl"), "-D", self.data, "-w", "-t", "60"] + list(args))
+        if r.returncode != 0:
+            raise RuntimeError("pg_ctl %s: %s" % (" ".join(args), r.stdout))
+
+    def stop(self, mode="immediate"):
+        self.pg_ctl("-m", mode, "stop")
+
+    def start(self):
+        self.pg_ctl("-l", os.path.join(self.dir, "server.log"), "start")
+
+    def restart(self, mode):
+        self.pg_ctl("-l", os.path.join(self.dir, "server.log"), "-m", mode, "restart")
+
+    def running(self):
+        return os.path.exists(os.path.join(self.data, "postmaster.pid"))
+
+    def destroy(self):
+        if self.running():
+            try:
+                self.stop("immediate")
+            except Exception as e:  # noqa: BLE001
+                print("# could not stop the cluster in %s: %s" % (self.dir, e))
+
+
+class HoldHistogram:
+    """predrop_hold_duration_seconds as (count, count within HOLD_BOUND_S)."""
+
+    def __init__(self, h):
+        self.h = h
+
+    def read(self):
+        return (int(self.h.metric("predrop_hold_duration_seconds_count") or 0),
+                int(self.h.metric("predrop_hold_duration_seconds_bucket", 'le="%g"' % HOLD_BOUND_S) or 0))
+
+    def check_since(self, before, label, expect_holds=1):
+        count, within = self.read()
+        n, n_within = count - before[0], within - before[1]
+        self.h.check(n >= expect_holds and n == n_within,
+                     "%s: predrop's hold histogram: %d hold(s), all within %d ms (hold_timeout_ms %d + 100)"
+                     % (label, n, HOLD_BOUND_S * 1000, HOLD_TIMEOUT_MS),
+                     "%d hold(s), %d within the bound" % (n, n_within))
+
+
+class Relay:
+    """tests/support/tcp-relay.py on a fixed port: stop it and the database behind it is unreachable."""
+
+    def __init__(self, port, upstream_port):
+        self.port, self.upstream_port, self.proc = port, upstream_port, None
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests", "support", "tcp-relay.py"),
+                                      "127.0.0.1:%d" % self.port, "127.0.0.1:%d" % self.upstream_port])
+        import socket
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("tcp-relay did not listen on %d" % self.port)
+
+    def stop(self):
+        """Kill it hard: its connections die with it, as with a network failure."""
+        if self.proc:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    v = fn()
+    return v, (time.monotonic() - t0) * 1000
+
+
+def drop_through(h, table, conn=None):
+    """DROP TABLE through predrop on an open connection; returns (error or None, client ms)."""
+    import psycopg2
+    c = conn or h.pconnect()
+    try:
+        with c.cursor() as cur:
+            t0 = time.monotonic()
+            try:
+                cur.execute("DROP TABLE %s" % table)
+                err = None
+            except psycopg2.Error as e:
+                err = "%s %s" % (e.pgcode, str(e).strip())
+            ms = (time.monotonic() - t0) * 1000
+    finally:
+        if conn is None:
+            c.close()
+    return err, ms
+
+
+def check_fail_open(h, label, table, conn=None):
+    """The DROP succeeds, the table is gone, the client-side time is printed (loosely bounded)."""
+    err, ms = drop_through(h, table, conn)
+    print("# %s: DROP TABLE %s took %.1f ms at the client (hold timeout %d ms)" % (label, table, ms, HOLD_TIMEOUT_MS))
+    h.check(err is None, "%s: DROP TABLE %s succeeded at the client" % (label, table), err)
+    h.check(ms <= HOLD_TIMEOUT_MS + CLIENT_SLACK_MS,
+            "%s: client saw the DROP end within %d + %d ms" % (label, HOLD_TIMEOUT_MS, CLIENT_SLACK_MS), "%.0f ms" % ms)
+    h.check(not h.exists("public." + table), "%s: %s was dropped (fail open)" % (label, table))
+
+
+def miss_counters(h):
+    return {k: int(h.metric("predrop_snapshots_total", 'outcome="%s"' % k) or 0)
+            for k in ("timeout", "store_error", "capture_error", "written")}
+
+
+def log_lines(h, *needles, start=0):
+    return [l for l in h.log_text().splitlines()[start:] if any(n in l for n in needles)]
+
+
+def log_length(h):
+    return len(h.log_text().splitlines())

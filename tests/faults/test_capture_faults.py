@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""The capture side fails while the store is fine: wrong capture credentials (a wrong password; a role
+that does not exist yet, created mid-run) and a capture database that becomes unreachable (reached
+through a byte relay that is killed and restarted on the same port). Each DROP completes at the
+client, the ledger has one capture_error row for the table with hold_ms <= hold_timeout_ms + 100,
+/metrics and the log count it; once the capture side works again the next DROP gets a written
+snapshot from the same predrop process.
+"""
+import faultlib
+from faultlib import HOLD_TIMEOUT_MS
+
+
+def check_miss(h, hist, label, table):
+    oid = h.oid("public." + table)
+    before_hist, before = hist.read(), faultlib.miss_counters(h)
+    log_start = faultlib.log_length(h)
+    faultlib.check_fail_open(h, label, table)
+    hist.check_since(before_hist, label)
+    rows = h.wait_for(lambda: [e for e in h.events("table_name = %s", (table,))
+                               if e["outcome"] == "capture_error" and e["hold_ms"] is not None], timeout=10)
+    allrows = [(e["outcome"], e["table_name"], e["hold_ms"], e["error"]) for e in h.events("table_name = %s", (table,))]
+    h.check(len(rows) == 1, "%s: exactly one ledger row for %s, outcome capture_error" % (label, table), allrows)
+    if rows:
+        print("# %s: ledger error: %s" % (label, rows[0]["error"]))
+        h.check(rows[0]["hold_ms"] <= HOLD_TIMEOUT_MS + 100,
+                "%s: recorded hold_ms %.1f <= %d" % (label, rows[0]["hold_ms"], HOLD_TIMEOUT_MS + 100))
+    h.check(not h.snapshots("table_oid = %s", (oid,)), "%s: no snapshot of %s" % (label, table))
+    after = faultlib.miss_counters(h)
+    h.check(after["capture_error"] > before["capture_error"],
+            "%s: predrop_snapshots_total{outcome=capture_error} counted the miss" % label, (before, after))
+    lines = h.wait_for(lambda: faultlib.log_lines(h, "snapshot capture_error", start=log_start), timeout=5)
+    h.check(bool(lines), "%s: the miss is logged" % label, h.log_text()[-1200:])
+    if lines:
+        print("# log: " + lines[-1])
+    return rows
+
+
+def check_resumed(h, label, table):
+    oid = h.oid("public." + table)
+    err, ms = faultlib.drop_through(h, table)
+    h.check(err is None, "%s: DROP TABLE %s succeeded (%.0f ms)" % (label, table, ms), err)
+    h.check_event("public", table, "written", oid=oid, label="%s: %s" % (label, table))
+    h.check_captured_before_drop(h.truth("objid = %s", (oid,)), label + ": ")
+
+
+def test(h):
+    tables = ("badpw_t", "norole_t", "norole_ok", "relay_warm", "unreach_t", "unreach_t2", "unreach_ok")
+    h.exec("".join("CREATE TABLE %s (a int, b text); INSERT INTO %s VALUES (1, 'x');" % (t, t) for t in tables))
+    role = "fault_capture_" + h.db.rsplit("_", 2)[-2]
+
+    # ---- wrong password (scram_user authenticates with SCRAM in pg-cluster.sh's pg_hba.conf) ----
+    h.start_predrop("--hold-timeout-ms", str(HOLD_TIMEOUT_MS),
+                    capture="host=%s port=%d user=scram_user password=wrong-password" % (h.host, h.port))
+    hist = faultlib.HoldHistogram(h)
+    rows = check_miss(h, hist, "wrong capture password", "badpw_t")
+    # (the log's first line, "# ...", is the harness echoing the command line it started)
+    leaked = [e for e in h.events() if "wrong-password" in (e["error"] or "")] + \
+        [l for l in h.log_text().splitlines() if "wrong-password" in l and not l.startswith("# ")]
+    h.check(not leaked, "wrong capture password: the password is in no ledger row or log line", leaked)
+    h.stop_predrop()
+
+    # ---- a capture role that does not exist yet, then does ----
+    h._admin_conn("DROP ROLE IF EXISTS %s" % role)
+    h.start_predrop("--hold-timeout-ms", str(HOLD_TIMEOUT_MS), capture="host=%s port=%d user=%s" % (h.host, h.port, role))
+    pid = h.p.pid
+    try:
+        check_miss(h, hist, "capture role missing", "norole_t")
+        h._admin_conn("CREATE ROLE %s LOGIN SUPERUSER" % role)
+        check_resumed(h, "capture role created", "norole_ok")
+        h.check(h.p.pid == pid and h.p.alive(), "capture role: one predrop process throughout")
+    finally:
+        h.stop_predrop()
+        h._admin_conn("DROP ROLE IF EXISTS %s" % role)
+
+    # ---- capture database unreachable: the relay in front of it is killed, later restarted ----
+    relay = faultlib.Relay(faultlib.holdlib.free_port(), h.port)
+    relay.start()
+    try:
+        h.start_predrop("--hold-timeout-ms", str(HOLD_TIMEOUT_MS),
+                        capture="host=127.0.0.1 port=%d user=postgres connect_timeout=2" % relay.port)
+        pid = h.p.pid
+        err, ms = faultlib.drop_through(h, "relay_warm")
+        h.check(err is None, "capture via relay: warm-up DROP succeeded (%.0f ms)" % ms, err)
+        h.check_event("public", "relay_warm", "written", label="capture via relay: warm-up")
+        relay.stop()
+        check_miss(h, hist, "capture database unreachable", "unreach_t")
+        check_miss(h, hist, "capture database still unreachable", "unreach_t2")
+        relay.start()
+        check_resumed(h, "capture database reachable again", "unreach_ok")
+        h.check(h.p.pid == pid and h.p.alive(), "capture unreachable: one predrop process throughout")
+    finally:
+        relay.stop()
+    print("# /metrics predrop_snapshots_total: %s" % faultlib.miss_counters(h))
+
+
+if __name__ == "__main__":
+    faultlib.holdlib.main(test, "capturefaults")
