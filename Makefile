@@ -20,8 +20,9 @@ build: deps
 run: build
 	@./scripts/run.sh $(BUILD_DIR)
 
-# Every test: the normal build, the same tests again under ASan+UBSan, and each fuzz target
-# for 30 s. PREDROP_TEST_SANITIZERS=0 / PREDROP_TEST_FUZZ=0 skip the last two locally.
+# Every test: the normal build, the same tests again under ASan+UBSan, the concurrency tests under
+# TSan, and each fuzz target for 30 s. PREDROP_TEST_SANITIZERS=0 / PREDROP_TEST_TSAN=0 /
+# PREDROP_TEST_FUZZ=0 skip the last three locally.
 test: build
 	@./scripts/test.sh $(BUILD_DIR)
 
@@ -29,4 +30,4 @@ bench: build
 	@./scripts/bench.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-fuzz
+	rm -rf $(BUILD_DIR) build-asan build-tsan build-fuzz

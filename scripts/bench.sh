@@ -7,7 +7,9 @@
 # Tunables (environment): BENCH_SECONDS (default 15; use 3 while developing), BENCH_CLIENTS, BENCH_MODES,
 # BENCH_REPS, BENCH_SCALE, BENCH_COPY_MB, BENCH_COPY_REPS, BENCH_IDLE_STEPS, BENCH_SKIP ("pgbench copy
 # rss", or the name of a tests/bench/NAME/run-*.sh benchmark such as hold), BENCH_PREDROP_ARGS,
-# BENCH_KEEP=1 (keep the work dir). See tests/bench/run-bench.sh.
+# BENCH_KEEP=1 (keep the work dir). See tests/bench/run-bench.sh. The soak (tests/bench/soak/run-soak.sh):
+# BENCH_SOAK_SECONDS (600), BENCH_SOAK_CLIENTS (500), BENCH_SOAK_DROPS (20 a second),
+# BENCH_SOAK_DIRECT_SECONDS (same as BENCH_SOAK_SECONDS), BENCH_SOAK_MAX_RSS_GROWTH_PCT (10).
 set -euo pipefail
 BUILD_DIR=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: start a throwaway PostgreSQL, run every ctest test against it (normal build, then
-# the sanitizer build, then the fuzz targets), and stop PostgreSQL whatever happens.
+# the ASan+UBSan build, then the concurrency tests under TSan, then the fuzz targets), and stop
+# PostgreSQL whatever happens. PREDROP_TEST_SANITIZERS=0, PREDROP_TEST_TSAN=0 and
+# PREDROP_TEST_FUZZ=0 skip a phase.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +28,29 @@ if [ "${PREDROP_TEST_SANITIZERS:-1}" != 0 ]; then
   # The real-client and benchmark-style suites prove behaviour in the normal build; under the
   # sanitizers run the unit and protocol tests, which drive every code path of the relay.
   (cd "$root/build-asan" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" -LE "${PREDROP_ASAN_EXCLUDE:-clients|deploy|bench|hold|evidence}") || status=1
+fi
+
+if [ "${PREDROP_TEST_TSAN:-1}" != 0 ]; then
+  echo "== concurrency tests under TSan =="
+  cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREDROP_SANITIZE=thread >/dev/null
+  # Only what the tests labelled concurrency run: predrop itself, the capture service tests, and
+  # the protocol and isolation tests (the soak and the reload test are scripts around predrop).
+  cmake --build "$root/build-tsan" -j "$jobs" --target predrop capture_integration_test proxy_protocol_test proxy_isolation_test
+  tsan_reports=$work/tsan
+  mkdir -p "$tsan_reports"
+  chmod 0777 "$tsan_reports"
+  # Every report goes to a file (predrop's stderr is a log the tests may not print); any file there
+  # fails the phase. halt_on_error=0 so one run collects every race, not just the first.
+  export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 history_size=4 log_path=$tsan_reports/report suppressions=$root/scripts/tsan.supp"
+  # TSan slows predrop several-fold: a shorter, smaller soak (the accounting is the same).
+  export PREDROP_SOAK_ARGS="${PREDROP_TSAN_SOAK_ARGS:---clients 30 --drops-per-s 3 --seconds 20 --direct-seconds 3}"
+  (cd "$root/build-tsan" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" -L concurrency) || status=1
+  unset TSAN_OPTIONS PREDROP_SOAK_ARGS
+  if compgen -G "$tsan_reports/report*" >/dev/null; then
+    echo "TSan reported $(cat "$tsan_reports"/report* | grep -c '^WARNING: ThreadSanitizer') problem(s):"
+    cat "$tsan_reports"/report*
+    status=1
+  fi
 fi
 
 if [ "${PREDROP_TEST_FUZZ:-1}" != 0 ]; then
