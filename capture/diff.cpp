@@ -72,6 +72,41 @@ double numeric_range_overlap(const ValueSet& l, const ValueSet& r) {
   return hi <= lo ? 0.0 : (hi - lo) / (uhi - ulo);
 }
 
+// histogram_sample holds the lowest histogram bounds, i.e. equi-depth quantiles of each side.
+// Drawn from one distribution, the two sequences interleave: each bound sits at the same rank
+// fraction in the other sequence as in its own. Drift keeps most bounds in place while exact
+// equality (Jaccard) collapses; unrelated columns land at rank 0 or 1 of each other. Numbers
+// compare as numbers, everything else byte-wise (ISO dates, zero-padded codes order correctly).
+double quantile_alignment(const std::vector<std::string>& l, const std::vector<std::string>& r) {
+  if (l.size() < 4 || r.size() < 4) return 0.0;
+  std::vector<std::string> all(l);
+  all.insert(all.end(), r.begin(), r.end());
+  auto nums = as_numbers(ValueSet(all.begin(), all.end()));
+  auto less = [&](const std::string& a, const std::string& b) {
+    if (nums) return std::strtod(a.c_str(), nullptr) < std::strtod(b.c_str(), nullptr);
+    return a < b;
+  };
+  auto sorted = [&](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end(), less);
+    return v;
+  };
+  auto a = sorted(l), b = sorted(r);
+  // Mean distance between where x sits in `in` (rank fraction, ties counted half) and where it
+  // sits in its own sequence.
+  auto deviation = [&](const std::vector<std::string>& own, const std::vector<std::string>& in) {
+    double sum = 0;
+    for (size_t j = 0; j < own.size(); ++j) {
+      auto lo = std::lower_bound(in.begin(), in.end(), own[j], less);
+      auto hi = std::upper_bound(in.begin(), in.end(), own[j], less);
+      double pos = (static_cast<double>(lo - in.begin()) + 0.5 * static_cast<double>(hi - lo)) / static_cast<double>(in.size());
+      sum += std::fabs(pos - (static_cast<double>(j) + 0.5) / static_cast<double>(own.size()));
+    }
+    return sum / static_cast<double>(own.size());
+  };
+  double dev = (deviation(a, b) + deviation(b, a)) / 2;  // 0 identical, 0.5 disjoint
+  return std::max(0.0, 1.0 - 2.0 * dev);
+}
+
 // most_common_vals are ordered by frequency: near-duplicate columns (origin vs destination
 // province) share the value set but not the ranking. Average overlap of the top-k prefixes.
 std::optional<double> mcv_rank_agreement(const ColumnProfile& l, const ColumnProfile& r) {
@@ -160,7 +195,11 @@ double profile_similarity(const ColumnProfile& l, const ColumnProfile& r) {
 double profile_similarity_v2(const ColumnProfile& l, const ColumnProfile& r) {
   ValueSet a = values_of(l), b = values_of(r);
   if (a.empty() || b.empty()) return 0.0;
-  double values = std::max(jaccard(a, b), numeric_range_overlap(a, b));
+  // Shapes that merely agree (ranges, quantiles) count for less than the very same values: a
+  // renamed copy must beat a fresh column drawn from the same distribution.
+  double j = jaccard(a, b);
+  double shape = std::max(numeric_range_overlap(a, b), quantile_alignment(l.histogram_sample, r.histogram_sample));
+  double values = j + (1 - j) * 0.8 * shape;
   // Without MCVs on both sides there is no ranking to compare: it follows the value evidence.
   double rank = mcv_rank_agreement(l, r).value_or(values);
   double t = l.pg_type == r.pg_type ? 1.0 : 0.0;
@@ -243,7 +282,7 @@ const char* to_string(RenameMethod m) { return m == RenameMethod::profile ? "pro
 
 std::optional<RenameMethod> rename_method_from_string(const std::string& s) {
   if (s == "reference") return RenameMethod::reference;
-  if (s == "profile") return RenameMethod::profile;
+  if (s == "profile" || s == "profile+") return RenameMethod::profile;
   return std::nullopt;
 }
 

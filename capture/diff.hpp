@@ -42,7 +42,10 @@ struct StoredSnapshot {
 
 enum class RenameMethod {
   reference,  // openarg §5.3: 0.7 Jaccard + 0.2 type + 0.1 null agreement; >1 candidate = ambiguous
-  profile,    // value overlap that tolerates drift, MCV rank, n_distinct; a clear winner resolves ties
+  // "profile" (alias "profile+"): exact value overlap, plus (for less) agreement of the shape:
+  // numeric range and the histogram quantiles' rank alignment, which survive value drift; MCV
+  // rank, n_distinct; a clear winner resolves ties, and an added column goes to one claimant.
+  profile,
 };
 
 struct DiffOptions {

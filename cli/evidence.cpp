@@ -58,8 +58,9 @@ void add_common(CLI::App* sub, Common& c, bool with_diff_options) {
   sub->add_option("--config", c.config, "YAML config file");
   sub->add_option("--format", c.format, "text or json")->check(CLI::IsMember({"text", "json", "html"}));
   if (!with_diff_options) return;
-  sub->add_option("--method", c.method, "rename matcher: reference (openarg §5) or profile")
-      ->check(CLI::IsMember({"reference", "profile"}));
+  sub->add_option("--rename-method,--method", c.method,
+                  "rename matcher: reference (openarg §5, the default) or profile (alias profile+: tolerates value drift)")
+      ->check(CLI::IsMember({"reference", "profile", "profile+"}));
   sub->add_option("--threshold", c.threshold, "rename similarity threshold (0.6)");
   sub->add_option("--min-values", c.min_values, "identifiability: meaningful values needed (4)");
   sub->add_option("--max-null-frac", c.max_null_frac, "identifiability: highest null fraction (0.95)");

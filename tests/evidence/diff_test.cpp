@@ -186,6 +186,83 @@ TEST(EvidenceProfile, NumericDriftStillMatches) {
   EXPECT_GE(profile_similarity_v2(a, b), 0.6);
 }
 
+namespace {
+// Equi-depth quantiles as histogram_sample holds them: the lowest bounds of codes or dates.
+ColumnProfile quantiles(std::string name, std::string type, std::vector<std::string> bounds) {
+  ColumnProfile c = col(std::move(name), std::move(type), {});
+  c.n_distinct = -0.8;
+  c.histogram_sample = std::move(bounds);
+  return c;
+}
+std::vector<std::string> codes(int from, int step, int n, const char* prefix = "C") {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%s%05d", prefix, from + i * step);
+    v.push_back(buf);
+  }
+  return v;
+}
+}  // namespace
+
+TEST(EvidenceProfile, DriftedTextQuantilesStillMatch) {
+  // Drift moves every bound a little: no value in common, the same place in the distribution.
+  auto before = quantiles("codigo", "text", codes(3, 100, 20));
+  auto after = quantiles("cod_item", "text", codes(41, 101, 20));
+  EXPECT_LT(profile_similarity(before, after), 0.6);
+  EXPECT_GE(profile_similarity_v2(before, after), 0.8);
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  auto d = diff_snapshots(snap({before}), snap({after}), opt);
+  ASSERT_EQ(d.renamed_candidates.size(), 1u) << to_json(d).dump();
+  EXPECT_EQ(d.renamed_candidates[0].to, "cod_item");
+}
+
+TEST(EvidenceProfile, DisjointOrShiftedQuantilesDoNotMatch) {
+  auto codigo = quantiles("codigo", "text", codes(0, 100, 20));
+  // Same type, same shape, another range: dates a year later, codes with another prefix.
+  EXPECT_LT(profile_similarity_v2(codigo, quantiles("otro", "text", codes(0, 100, 20, "X"))), 0.6);
+  auto fecha = quantiles("fecha", "date", {"2020-01-03", "2020-01-20", "2020-02-07", "2020-02-25", "2020-03-14", "2020-04-01"});
+  auto baja = quantiles("fecha_baja", "date", {"2021-01-02", "2021-01-19", "2021-02-06", "2021-02-24", "2021-03-15", "2021-04-02"});
+  EXPECT_LT(profile_similarity_v2(fecha, baja), 0.6);
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  EXPECT_TRUE(diff_snapshots(snap({fecha}), snap({baja}), opt).renamed_candidates.empty());
+}
+
+TEST(EvidenceProfile, NumbersCompareAsNumbers) {
+  // Byte-wise "100" < "20"; as numbers these sequences are the same distribution.
+  auto a = quantiles("monto", "numeric", {"5", "20", "100", "250", "900", "1500"});
+  auto b = quantiles("importe", "numeric", {"6", "21", "101", "251", "901", "1501"});
+  EXPECT_GE(profile_similarity_v2(a, b), 0.8);
+}
+
+TEST(EvidenceProfile, ExactCopyBeatsLookalike) {
+  // A renamed copy keeps the very values; a fresh column from the same distribution only the
+  // shape. The copy must win by the margin; two exact copies stay ambiguous.
+  auto monto = quantiles("monto", "numeric", codes(0, 100, 20, ""));
+  auto copy = monto;
+  copy.name = "importe";
+  auto lookalike = quantiles("otro_monto", "numeric", codes(7, 100, 20, ""));
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  auto d = diff_snapshots(snap({monto}), snap({copy, lookalike}), opt);
+  ASSERT_EQ(d.renamed_candidates.size(), 1u) << to_json(d).dump();
+  EXPECT_EQ(d.renamed_candidates[0].to, "importe");
+  auto twin = copy;
+  twin.name = "importe2";
+  auto e = diff_snapshots(snap({monto}), snap({copy, twin}), opt);
+  EXPECT_TRUE(e.renamed_candidates.empty());
+  EXPECT_EQ(e.ambiguous_renames.size(), 1u);
+}
+
+TEST(EvidenceProfile, MethodNames) {
+  EXPECT_EQ(rename_method_from_string("reference"), RenameMethod::reference);
+  EXPECT_EQ(rename_method_from_string("profile"), RenameMethod::profile);
+  EXPECT_EQ(rename_method_from_string("profile+"), RenameMethod::profile);
+  EXPECT_FALSE(rename_method_from_string("guess").has_value());
+}
+
 TEST(EvidenceProvenance, OnlyBothNonNullAndDifferent) {
   auto a = snap({col("a", "text", {})});
   auto b = a;
