@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <map>
 #include <set>
 
@@ -186,18 +187,30 @@ BaselineResult run_baseline(const BaselineOptions& o) {
   if (o.limit > 0 && static_cast<int>(todo.size()) > o.limit) todo.resize(o.limit);
 
   const std::string insert = replace_store(kInsertSql, quoted_store);
+  // The store write of one batch runs while the target reads the next: two connections, two
+  // backends, so the pass costs about the longer of the two, not their sum.
+  std::future<std::optional<std::string>> write;  // an error message, or nothing
+  int writing = 0;
+  auto settle = [&] {
+    if (!write.valid()) return;
+    if (auto err = write.get()) {
+      res.errors.push_back(*err);
+      res.skipped += writing;
+    } else {
+      res.captured += writing;
+    }
+    writing = 0;
+  };
   int batch = std::max(1, o.batch_size);
   for (size_t i = 0; i < todo.size(); i += batch) {
     std::vector<Name> part(todo.begin() + i, todo.begin() + std::min(todo.size(), i + batch));
+    std::vector<CapturedTable> captured;
     try {
       target.run("BEGIN TRANSACTION READ ONLY");
-      auto captured = read_tables(target, part, o.bounds, o.naive_array_split, o.hash_excluded);
+      captured = read_tables(target, part, o.bounds, o.naive_array_split, o.hash_excluded);
       enrich(target, o.enrich_identity_sql, captured);
       enrich(target, o.enrich_provenance_sql, captured);
       target.run("COMMIT");
-      if (!captured.empty()) writer.exec(insert, insert_params(captured, o, res.database));
-      res.captured += static_cast<int>(captured.size());
-      res.skipped += static_cast<int>(part.size() - captured.size());  // vanished since the listing
     } catch (const std::exception& e) {
       res.errors.push_back(e.what());
       res.skipped += static_cast<int>(part.size());
@@ -205,9 +218,26 @@ BaselineResult run_baseline(const BaselineOptions& o) {
         target.run("ROLLBACK");
       } catch (...) {
       }
+      captured.clear();
+      part.clear();
+    }
+    res.skipped += static_cast<int>(part.size() - captured.size());  // vanished since the listing
+    settle();
+    if (!captured.empty()) {
+      writing = static_cast<int>(captured.size());
+      write = std::async(std::launch::async, [&writer, &insert, params = insert_params(captured, o, res.database)]()
+                                                 -> std::optional<std::string> {
+        try {
+          writer.exec(insert, params);
+          return std::nullopt;
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
     }
     if (o.progress) o.progress(static_cast<int>(std::min(todo.size(), i + batch)), static_cast<int>(todo.size()));
   }
+  settle();
   res.remaining = res.candidates - res.captured;
   res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   res.tables_per_s = res.seconds > 0 ? res.captured / res.seconds : 0;
