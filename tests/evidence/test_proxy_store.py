@@ -2,7 +2,8 @@
 """Every evidence command against a store the proxy filled: a table dropped through predrop, recreated
 with a column renamed, one removed and one added, dropped again; then history, diff in its three forms
 (SCHEMA.TABLE, two ids, --resource), the text diff's colours on a terminal (and none with NO_COLOR),
-ddl executed and compared with the snapshot, and report in text and json. Uses tests/hold/holdlib.py."""
+ddl executed and compared with the snapshot, baseline's progress bar on a terminal, and report in
+text and json. Uses tests/hold/holdlib.py."""
 import json
 import os
 import subprocess
@@ -90,6 +91,10 @@ def test(h):
     shape = h.q("SELECT string_agg(attname || ':' || format_type(atttypid, atttypmod), ',' ORDER BY attnum) "
                 "FROM pg_attribute WHERE attrelid = 'public.ventas_restored'::regclass AND attnum > 0")[0][0]
     h.check(shape == "provincia:text,monto:numeric(12,2),anio:integer", "ddl: executed, the captured shape", shape)
+
+    bl = cli(h, "baseline", "--target", h.conninfo(), "--schema", "public", tty=True)
+    h.check(bl.returncode == 0 and "] 1/1" in bl.stdout and "1 captured" in bl.stdout and "tables/s" in bl.stdout,
+            "baseline on a terminal: progress bar and summary", bl.stdout)
 
     rep = as_json(h, "report", "report", "--days", "30")
     h.check(rep.get("pairs_found", 0) >= 1 and rep.get("coverage", {}).get("tables", 0) >= 1,
