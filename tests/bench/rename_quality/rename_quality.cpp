@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
         snaps[ss.table_name] = std::move(ss);
       }
       std::printf("rename quality: %d table pairs x %d rows, seed %u\n", pairs, rows, seed);
-      std::printf("%-10s %5s %4s %4s %5s %10s %7s %18s\n", "method", "truth", "tp", "fp", "fn", "precision", "recall",
+      std::printf("%-24s %5s %4s %4s %5s %10s %7s %18s\n", "method", "truth", "tp", "fp", "fn", "precision", "recall",
                   "recall(identif.)");
       std::map<std::string, Score> by_method;
       std::map<std::string, std::map<std::string, Score>> by_scenario;
@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
         double rec = s.tp + s.fn ? double(s.tp) / (s.tp + s.fn) : 1.0;
         int ti = s.truth_identifiable;
         double rec_i = ti ? double(ti - s.fn_identifiable) / ti : 1.0;
-        std::printf("%-22s %5d %4d %4d %5d %10.3f %7.3f %18.3f\n", label.c_str(), s.tp + s.fn, s.tp, s.fp, s.fn, prec, rec, rec_i);
+        std::printf("%-24s %5d %4d %4d %5d %10.3f %7.3f %18.3f\n", label.c_str(), s.tp + s.fn, s.tp, s.fp, s.fn, prec, rec, rec_i);
         return std::make_pair(prec, rec_i);
       };
       for (const auto& [m, s] : by_method) line(m, s);
