@@ -25,6 +25,7 @@ struct BaselineOptions {
   std::function<bool(const std::string&, const std::string&, const std::string&)> include;
   int limit = 0;                     // at most this many captures per run; 0: all
   int batch_size = 500;              // tables per catalog read and per store write
+  int lanes = 2;                     // batches in flight: a target session and a store writer each
   ProfileBounds bounds;
   bool naive_array_split = false;
   std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};

@@ -135,6 +135,7 @@ void cmd_baseline(const Flags& f) {
   o.schemas = f.schemas;
   o.limit = f.limit;
   o.batch_size = f.batch;
+  o.lanes = f.lanes;
   o.bounds = {s.cfg->profile_max_values, s.cfg->profile_max_value_chars, s.cfg->profile_max_columns};
   o.naive_array_split = s.cfg->naive_array_split;
   o.hash_excluded = s.cfg->hash_excluded;
@@ -254,6 +255,8 @@ void register_evidence_commands(CLI::App& app) {
   baseline->add_option("--schema", f->schemas, "only these schemas (default: the policy's)");
   baseline->add_option("--limit", f->limit, "capture at most N tables this run");
   baseline->add_option("--batch-size", f->batch, "tables per catalog read and store write");
+  baseline->add_option("--lanes", f->lanes, "batches in flight, each on its own target and store connection (2)")
+      ->check(CLI::Range(1, 16));
   baseline->callback([f] { cmd_baseline(*f); });
 
   auto* diff = app.add_subcommand("diff", "diff two snapshots and classify the change");

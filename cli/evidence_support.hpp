@@ -25,7 +25,7 @@ struct Flags {
   Common c;
   std::vector<std::string> refs, schemas;
   std::string resource, target, output, name;
-  int limit = 0, batch = 500, days = 30;
+  int limit = 0, batch = 500, days = 30, lanes = 2;
 };
 
 [[noreturn]] void finish(int code);
