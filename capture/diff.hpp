@@ -59,6 +59,8 @@ struct DiffOptions {
   // profile method: several candidates above the threshold resolve to the best one when it leads
   // the runner-up by at least this much; otherwise the case is ambiguous, as in the reference.
   double profile_margin = 0.08;
+  // profile method, columns the gate excludes: null fractions this close count as the same.
+  double low_card_null_tolerance = 0.05;
 };
 
 struct TypeChange {
@@ -67,7 +69,15 @@ struct TypeChange {
 struct RenameCandidate {
   std::string from, to;
   double similarity = 0;  // rounded to 3 decimals
+  // What the match rests on; "" for the reference method. The profile method's labels, strongest
+  // first: "profile" (the values' profile scored above the threshold), "value_set+position" (a
+  // column the gate excludes whose whole value set, type and null fraction reappear under the one
+  // new name in the same place; fixed score kValueSetScore), "position+name" (an empty or
+  // marker-only column: same place, same type, related name; fixed score kPositionNameScore).
+  std::string evidence;
 };
+inline constexpr double kValueSetScore = 0.5;
+inline constexpr double kPositionNameScore = 0.4;
 struct AmbiguousRename {
   struct Candidate {
     std::string to;

@@ -13,7 +13,8 @@ void print_diff(std::ostream& out, const SnapshotDiff& d, const Paint& p, const 
     renamed_to.insert(r.to);
   }
   for (const auto& r : d.renamed_candidates)
-    out << indent << p.cyan(r.from + " \u2192 " + r.to + " (" + fmt(r.similarity, 2) + ")") << "\n";
+    out << indent << p.cyan(r.from + " \u2192 " + r.to + " (" + fmt(r.similarity, 2) + ")")
+        << (r.evidence.empty() || r.evidence == "profile" ? "" : "  " + p.dim("by " + r.evidence)) << "\n";
   for (const auto& a : d.added)
     if (!renamed_to.count(a)) out << indent << p.green("+ " + a) << "\n";
   for (const auto& r : d.removed)
