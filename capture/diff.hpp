@@ -45,6 +45,7 @@ enum class RenameMethod {
   // "profile" (alias "profile+"): exact value overlap, plus (for less) agreement of the shape:
   // numeric range and the histogram quantiles' rank alignment, which survive value drift; MCV
   // rank, n_distinct; a clear winner resolves ties, and an added column goes to one claimant.
+  // Then columns the gate excludes, on weaker labelled evidence (RenameCandidate::evidence).
   profile,
 };
 
