@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <set>
 
@@ -187,26 +191,92 @@ BaselineResult run_baseline(const BaselineOptions& o) {
 
   const std::string insert = replace_store(kInsertSql, quoted_store);
   int batch = std::max(1, o.batch_size);
-  for (size_t i = 0; i < todo.size(); i += batch) {
-    std::vector<Name> part(todo.begin() + i, todo.begin() + std::min(todo.size(), i + batch));
-    try {
-      target.run("BEGIN TRANSACTION READ ONLY");
-      auto captured = read_tables(target, part, o.bounds, o.naive_array_split, o.hash_excluded);
-      enrich(target, o.enrich_identity_sql, captured);
-      enrich(target, o.enrich_provenance_sql, captured);
-      target.run("COMMIT");
-      if (!captured.empty()) writer.exec(insert, insert_params(captured, o, res.database));
-      res.captured += static_cast<int>(captured.size());
-      res.skipped += static_cast<int>(part.size() - captured.size());  // vanished since the listing
-    } catch (const std::exception& e) {
-      res.errors.push_back(e.what());
-      res.skipped += static_cast<int>(part.size());
-      try {
-        target.run("ROLLBACK");
-      } catch (...) {
+  std::vector<std::vector<Name>> batches;
+  for (size_t i = 0; i < todo.size(); i += batch)
+    batches.emplace_back(todo.begin() + i, todo.begin() + std::min(todo.size(), i + batch));
+  // Lanes: a read-only target session and a store writer each, taking every lanes-th batch.
+  // Sessions open here, so a refused connection fails the run as the first one would.
+  int lanes = std::clamp(o.lanes, 1, std::max(1, static_cast<int>(batches.size())));
+  std::vector<std::unique_ptr<PgSession>> targets, writers;
+  for (int l = 1; l < lanes; ++l) {
+    targets.push_back(std::make_unique<PgSession>(o.target_conninfo, "predrop-baseline", "-c default_transaction_read_only=on"));
+    targets.back()->run("SET default_transaction_read_only = on");
+    writers.push_back(std::make_unique<PgSession>(o.store_conninfo, "predrop-baseline"));
+  }
+  std::mutex mu;  // guards res and the progress callback
+  int done = 0;
+  auto lane = [&](PgSession& tgt, PgSession& wr, size_t first) {
+    // The store write of one batch runs while this lane's target session reads the next.
+    std::future<std::optional<std::string>> write;  // an error message, or nothing
+    int writing = 0;
+    auto settle = [&] {
+      if (!write.valid()) return;
+      auto err = write.get();
+      std::lock_guard<std::mutex> g(mu);
+      if (err) {
+        res.errors.push_back(*err);
+        res.skipped += writing;
+      } else {
+        res.captured += writing;
       }
+      writing = 0;
+    };
+    for (size_t b = first; b < batches.size(); b += lanes) {
+      const auto& part = batches[b];
+      std::vector<CapturedTable> captured;
+      std::optional<std::string> failed;
+      try {
+        tgt.run("BEGIN TRANSACTION READ ONLY");
+        captured = read_tables(tgt, part, o.bounds, o.naive_array_split, o.hash_excluded);
+        enrich(tgt, o.enrich_identity_sql, captured);
+        enrich(tgt, o.enrich_provenance_sql, captured);
+        tgt.run("COMMIT");
+      } catch (const std::exception& e) {
+        failed = e.what();
+        try {
+          tgt.run("ROLLBACK");
+        } catch (...) {
+        }
+        captured.clear();
+      }
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (failed) res.errors.push_back(*failed);
+        res.skipped += static_cast<int>(part.size() - captured.size());  // vanished since the listing, or failed
+      }
+      settle();
+      if (!captured.empty()) {
+        writing = static_cast<int>(captured.size());
+        write = std::async(std::launch::async, [&wr, &insert, params = insert_params(captured, o, res.database)]()
+                                                   -> std::optional<std::string> {
+          try {
+            wr.exec(insert, params);
+            return std::nullopt;
+          } catch (const std::exception& e) {
+            return std::string(e.what());
+          }
+        });
+      }
+      std::lock_guard<std::mutex> g(mu);
+      done += static_cast<int>(part.size());
+      if (o.progress) o.progress(done, static_cast<int>(todo.size()));
     }
-    if (o.progress) o.progress(static_cast<int>(std::min(todo.size(), i + batch)), static_cast<int>(todo.size()));
+    settle();
+  };
+  // Nothing may escape a lane: an exception would end the process from a thread, or skip the joins.
+  auto guarded = [&](PgSession& tgt, PgSession& wr, size_t first) {
+    try {
+      lane(tgt, wr, first);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> g(mu);
+      res.errors.push_back(e.what());
+    }
+  };
+  {
+    std::vector<std::thread> others;
+    for (int l = 1; l < lanes; ++l) others.emplace_back(guarded, std::ref(*targets[l - 1]), std::ref(*writers[l - 1]), l);
+    guarded(target, writer, 0);
+    for (auto& t : others) t.join();
   }
   res.remaining = res.candidates - res.captured;
   res.seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -1,8 +1,10 @@
 // The baseline pass (openarg.md §7): snapshot every live table whose latest snapshot does not
 // hold exactly the column names the table has now, so that the next change has something to be
-// compared against. Strictly read-only against the target: its session runs with
+// compared against. Strictly read-only against the target: its sessions run with
 // default_transaction_read_only=on and every batch is a READ ONLY transaction that reads only
-// the catalog and pg_stats; all writes go to the store, on another connection.
+// the catalog and pg_stats; all writes go to the store, on other connections. Batches run in
+// `lanes` (a target session and a store writer each), and within a lane the store write of one
+// batch overlaps the catalog reads of the next.
 #pragma once
 
 #include <functional>
@@ -25,6 +27,7 @@ struct BaselineOptions {
   std::function<bool(const std::string&, const std::string&, const std::string&)> include;
   int limit = 0;                     // at most this many captures per run; 0: all
   int batch_size = 500;              // tables per catalog read and per store write
+  int lanes = 2;                     // batches in flight: a target session and a store writer each
   ProfileBounds bounds;
   bool naive_array_split = false;
   std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};

@@ -152,14 +152,14 @@ std::vector<PairVerdict> pair_and_classify(const std::vector<StoredSnapshot>& wi
   for (size_t i = 1; i < window.size(); ++i) {
     const auto &prev = window[i - 1], &cur = window[i];
     if (prev.schema_name != cur.schema_name || prev.table_name != cur.table_name) continue;
-    PairVerdict p{"same_table", &prev, &cur};
+    PairVerdict p{"same_table", &prev, &cur, false, {}};
     classify_pair(p, {same_if_known(prev.resource_identity, cur.resource_identity), std::nullopt}, opt);
     out.push_back(std::move(p));
   }
   for (size_t i = 1; i < versioned.size(); ++i) {
     const auto &prev = versioned[i - 1], &cur = versioned[i];
     if (prev.resource_identity != cur.resource_identity || prev.table_name == cur.table_name) continue;
-    PairVerdict p{"version", &prev, &cur};
+    PairVerdict p{"version", &prev, &cur, false, {}};
     classify_pair(p, {true, std::nullopt}, opt);  // same identity by construction
     out.push_back(std::move(p));
   }

@@ -72,6 +72,41 @@ double numeric_range_overlap(const ValueSet& l, const ValueSet& r) {
   return hi <= lo ? 0.0 : (hi - lo) / (uhi - ulo);
 }
 
+// histogram_sample holds the lowest histogram bounds, i.e. equi-depth quantiles of each side.
+// Drawn from one distribution, the two sequences interleave: each bound sits at the same rank
+// fraction in the other sequence as in its own. Drift keeps most bounds in place while exact
+// equality (Jaccard) collapses; unrelated columns land at rank 0 or 1 of each other. Numbers
+// compare as numbers, everything else byte-wise (ISO dates, zero-padded codes order correctly).
+double quantile_alignment(const std::vector<std::string>& l, const std::vector<std::string>& r) {
+  if (l.size() < 4 || r.size() < 4) return 0.0;
+  std::vector<std::string> all(l);
+  all.insert(all.end(), r.begin(), r.end());
+  auto nums = as_numbers(ValueSet(all.begin(), all.end()));
+  auto less = [&](const std::string& a, const std::string& b) {
+    if (nums) return std::strtod(a.c_str(), nullptr) < std::strtod(b.c_str(), nullptr);
+    return a < b;
+  };
+  auto sorted = [&](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end(), less);
+    return v;
+  };
+  auto a = sorted(l), b = sorted(r);
+  // Mean distance between where x sits in `in` (rank fraction, ties counted half) and where it
+  // sits in its own sequence.
+  auto deviation = [&](const std::vector<std::string>& own, const std::vector<std::string>& in) {
+    double sum = 0;
+    for (size_t j = 0; j < own.size(); ++j) {
+      auto lo = std::lower_bound(in.begin(), in.end(), own[j], less);
+      auto hi = std::upper_bound(in.begin(), in.end(), own[j], less);
+      double pos = (static_cast<double>(lo - in.begin()) + 0.5 * static_cast<double>(hi - lo)) / static_cast<double>(in.size());
+      sum += std::fabs(pos - (static_cast<double>(j) + 0.5) / static_cast<double>(own.size()));
+    }
+    return sum / static_cast<double>(own.size());
+  };
+  double dev = (deviation(a, b) + deviation(b, a)) / 2;  // 0 identical, 0.5 disjoint
+  return std::max(0.0, 1.0 - 2.0 * dev);
+}
+
 // most_common_vals are ordered by frequency: near-duplicate columns (origin vs destination
 // province) share the value set but not the ranking. Average overlap of the top-k prefixes.
 std::optional<double> mcv_rank_agreement(const ColumnProfile& l, const ColumnProfile& r) {
@@ -112,7 +147,8 @@ void resolve(const std::string& from, std::vector<Scored> kept, const DiffOption
   bool unique = kept.size() == 1 ||
                 (opt.method == RenameMethod::profile && kept[0].score - kept[1].score >= opt.profile_margin);
   if (unique) {
-    d.renamed_candidates.push_back({from, kept[0].to, round3(kept[0].score)});
+    d.renamed_candidates.push_back(
+        {from, kept[0].to, round3(kept[0].score), opt.method == RenameMethod::profile ? "profile" : ""});
     return;
   }
   AmbiguousRename a{from, {}};
@@ -135,6 +171,177 @@ void enforce_exclusivity(SnapshotDiff& d) {
     else d.ambiguous_renames.push_back({rc.from, {{rc.to, rc.similarity}}});
   }
   d.renamed_candidates = std::move(kept);
+}
+
+std::vector<std::string> name_tokens(const std::string& n) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : n) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) || static_cast<unsigned char>(ch) >= 0x80) {
+      cur += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    } else if (!cur.empty()) {
+      out.push_back(std::move(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The only evidence an empty column leaves is its name: a shared word of three or more letters
+// (obs_cliente / obs_proveedor) or a small typo-sized edit (comentario / comentarios).
+bool names_related(const std::string& a, const std::string& b) {
+  std::string la = trim_lower(a), lb = trim_lower(b);
+  size_t longer = std::max(la.size(), lb.size());
+  if (edit_distance(la, lb) <= std::min<size_t>(2, longer / 3)) return true;
+  auto ta = name_tokens(a), tb = name_tokens(b);
+  for (const auto& x : ta)
+    if (x.size() >= 3 && std::find(tb.begin(), tb.end(), x) != tb.end()) return true;
+  return false;
+}
+
+size_t meaningful_count(const ColumnProfile& c, const DiffOptions& opt) {
+  size_t n = 0;
+  for (const auto& v : values_of(c))
+    if (std::find(opt.empty_markers.begin(), opt.empty_markers.end(), trim_lower(v)) == opt.empty_markers.end()) ++n;
+  return n;
+}
+
+// A column's place: the nearest columns before and after it that both snapshots account for
+// (kept under their name, or already matched as a rename), named as in the before snapshot.
+// A renamed column keeps its place; a dropped-and-added one usually does not.
+using Gap = std::pair<std::string, std::string>;
+
+std::map<std::string, Gap> gaps(const StoredSnapshot& s, const std::map<std::string, std::string>& anchor_as_before) {
+  std::vector<const ColumnProfile*> cols;
+  for (const auto& c : s.columns) cols.push_back(&c);
+  std::stable_sort(cols.begin(), cols.end(), [](auto* x, auto* y) { return x->ordinal < y->ordinal; });
+  const std::string start = "\x01start", end = "\x01end";
+  std::map<std::string, Gap> out;
+  std::string prev = start;
+  std::vector<std::string> pending;
+  for (const auto* c : cols) {
+    auto it = anchor_as_before.find(c->name);
+    if (it == anchor_as_before.end()) {
+      pending.push_back(c->name);
+      continue;
+    }
+    for (const auto& n : pending) out[n] = {prev, it->second};
+    pending.clear();
+    prev = it->second;
+  }
+  for (const auto& n : pending) out[n] = {prev, end};
+  return out;
+}
+
+// profile method, after the profile matching: columns the identifiability gate excludes (two or
+// three values, marker-only, empty) cannot be scored, but a rename keeps more than values. Two
+// rules, each weaker than a profile match and labelled as such; anything short of a unique,
+// same-place answer is left as removed/added (or reported ambiguous), never guessed.
+void match_excluded(const StoredSnapshot& before, const StoredSnapshot& after, const DiffOptions& opt, SnapshotDiff& d) {
+  std::map<std::string, const ColumnProfile*> b, a;
+  for (const auto& c : before.columns) b.emplace(c.name, &c);
+  for (const auto& c : after.columns) a.emplace(c.name, &c);
+  std::set<std::string> taken_from, taken_to;
+  for (const auto& r : d.renamed_candidates) taken_from.insert(r.from), taken_to.insert(r.to);
+  for (const auto& r : d.ambiguous_renames) {
+    taken_from.insert(r.from);
+    for (const auto& c : r.candidates) taken_to.insert(c.to);
+  }
+  auto place = [&] {
+    std::map<std::string, std::string> before_anchor, after_anchor;
+    for (const auto& [n, _] : b)
+      if (a.count(n)) before_anchor[n] = after_anchor[n] = n;
+    for (const auto& r : d.renamed_candidates) before_anchor[r.from] = r.from, after_anchor[r.to] = r.from;
+    return std::make_pair(gaps(before, before_anchor), gaps(after, after_anchor));
+  };
+  auto open_removed = [&] {
+    std::vector<const ColumnProfile*> v;
+    for (const auto& n : d.removed)
+      if (!taken_from.count(n)) v.push_back(b[n]);
+    return v;
+  };
+  auto open_added = [&] {
+    std::vector<const ColumnProfile*> v;
+    for (const auto& n : d.added)
+      if (!taken_to.count(n)) v.push_back(a[n]);
+    return v;
+  };
+  auto nulls_agree = [&](const ColumnProfile& x, const ColumnProfile& y) {
+    if (!x.null_frac || !y.null_frac) return !x.null_frac && !y.null_frac;
+    return std::fabs(*x.null_frac - *y.null_frac) <= opt.low_card_null_tolerance;
+  };
+
+  // Rule 1, value set: the whole (small) value set, the type and the null fraction reappear in
+  // exactly one new column, that new column is claimed by no other removed one, and it sits in
+  // the removed column's place. Two look-alikes on either side → ambiguous.
+  {
+    auto [bg, ag] = place();
+    auto rem = open_removed(), add = open_added();
+    auto same_set = [&](const ColumnProfile& x, const ColumnProfile& y) {
+      ValueSet vx = values_of(x);
+      return !vx.empty() && !is_identifiable(x, opt) && !is_identifiable(y, opt) && x.pg_type == y.pg_type &&
+             vx == values_of(y) && nulls_agree(x, y);
+    };
+    std::vector<std::pair<std::string, std::string>> accepted;
+    for (const auto* r : rem) {
+      std::vector<const ColumnProfile*> cands;
+      for (const auto* c : add)
+        if (same_set(*r, *c)) cands.push_back(c);
+      if (cands.empty()) continue;
+      int claimants = 0;
+      for (const auto* o : rem) claimants += same_set(*o, *cands[0]);
+      if (cands.size() > 1 || claimants > 1) {
+        AmbiguousRename amb{r->name, {}};
+        for (const auto* c : cands) amb.candidates.push_back({c->name, kValueSetScore});
+        d.ambiguous_renames.push_back(std::move(amb));
+        continue;
+      }
+      if (bg.at(r->name) == ag.at(cands[0]->name)) accepted.push_back({r->name, cands[0]->name});
+    }
+    for (const auto& [f, t] : accepted) {
+      d.renamed_candidates.push_back({f, t, kValueSetScore, "value_set+position"});
+      taken_from.insert(f);
+      taken_to.insert(t);
+    }
+    for (const auto& amb : d.ambiguous_renames) {
+      taken_from.insert(amb.from);
+      for (const auto& c : amb.candidates) taken_to.insert(c.to);
+    }
+  }
+
+  // Rule 2, place and name: an empty or marker-only column is the only unaccounted column
+  // between the same two neighbours on both sides, with the same type and a related name.
+  {
+    auto [bg, ag] = place();
+    auto rem = open_removed(), add = open_added();
+    std::map<Gap, std::vector<const ColumnProfile*>> rem_at, add_at;
+    for (const auto* r : rem) rem_at[bg.at(r->name)].push_back(r);
+    for (const auto* c : add) add_at[ag.at(c->name)].push_back(c);
+    for (const auto& [g, rs] : rem_at) {
+      auto it = add_at.find(g);
+      if (rs.size() != 1 || it == add_at.end() || it->second.size() != 1) continue;
+      const ColumnProfile &r = *rs[0], &c = *it->second[0];
+      bool blank = meaningful_count(r, opt) == 0 && meaningful_count(c, opt) == 0;
+      if (blank && r.pg_type == c.pg_type && names_related(r.name, c.name))
+        d.renamed_candidates.push_back({r.name, c.name, kPositionNameScore, "position+name"});
+    }
+  }
 }
 
 }  // namespace
@@ -160,7 +367,11 @@ double profile_similarity(const ColumnProfile& l, const ColumnProfile& r) {
 double profile_similarity_v2(const ColumnProfile& l, const ColumnProfile& r) {
   ValueSet a = values_of(l), b = values_of(r);
   if (a.empty() || b.empty()) return 0.0;
-  double values = std::max(jaccard(a, b), numeric_range_overlap(a, b));
+  // Shapes that merely agree (ranges, quantiles) count for less than the very same values: a
+  // renamed copy must beat a fresh column drawn from the same distribution.
+  double j = jaccard(a, b);
+  double shape = std::max(numeric_range_overlap(a, b), quantile_alignment(l.histogram_sample, r.histogram_sample));
+  double values = j + (1 - j) * 0.8 * shape;
   // Without MCVs on both sides there is no ranking to compare: it follows the value evidence.
   double rank = mcv_rank_agreement(l, r).value_or(values);
   double t = l.pg_type == r.pg_type ? 1.0 : 0.0;
@@ -206,7 +417,10 @@ SnapshotDiff diff_snapshots(const StoredSnapshot& before, const StoredSnapshot& 
       }
       resolve(n, std::move(kept), opt, d);
     }
-    if (opt.method == RenameMethod::profile) enforce_exclusivity(d);
+    if (opt.method == RenameMethod::profile) {
+      enforce_exclusivity(d);
+      match_excluded(before, after, opt, d);
+    }
   }
 
   const Provenance &p = before.provenance, &q = after.provenance;
@@ -228,7 +442,11 @@ nlohmann::json to_json(const SnapshotDiff& d) {
   for (const auto& t : d.type_changed) j["type_changed"].push_back({{"column", t.column}, {"from", t.from}, {"to", t.to}});
   j["renamed_candidates"] = nlohmann::json::array();
   for (const auto& r : d.renamed_candidates)
-    j["renamed_candidates"].push_back({{"from", r.from}, {"to", r.to}, {"similarity", r.similarity}});
+  {
+    nlohmann::json rc = {{"from", r.from}, {"to", r.to}, {"similarity", r.similarity}};
+    if (!r.evidence.empty()) rc["evidence"] = r.evidence;
+    j["renamed_candidates"].push_back(std::move(rc));
+  }
   j["ambiguous_renames"] = nlohmann::json::array();
   for (const auto& a : d.ambiguous_renames) {
     nlohmann::json c = nlohmann::json::array();
@@ -243,7 +461,7 @@ const char* to_string(RenameMethod m) { return m == RenameMethod::profile ? "pro
 
 std::optional<RenameMethod> rename_method_from_string(const std::string& s) {
   if (s == "reference") return RenameMethod::reference;
-  if (s == "profile") return RenameMethod::profile;
+  if (s == "profile" || s == "profile+") return RenameMethod::profile;
   return std::nullopt;
 }
 

@@ -42,7 +42,11 @@ struct StoredSnapshot {
 
 enum class RenameMethod {
   reference,  // openarg §5.3: 0.7 Jaccard + 0.2 type + 0.1 null agreement; >1 candidate = ambiguous
-  profile,    // value overlap that tolerates drift, MCV rank, n_distinct; a clear winner resolves ties
+  // "profile" (alias "profile+"): exact value overlap, plus (for less) agreement of the shape:
+  // numeric range and the histogram quantiles' rank alignment, which survive value drift; MCV
+  // rank, n_distinct; a clear winner resolves ties, and an added column goes to one claimant.
+  // Then columns the gate excludes, on weaker labelled evidence (RenameCandidate::evidence).
+  profile,
 };
 
 struct DiffOptions {
@@ -56,6 +60,8 @@ struct DiffOptions {
   // profile method: several candidates above the threshold resolve to the best one when it leads
   // the runner-up by at least this much; otherwise the case is ambiguous, as in the reference.
   double profile_margin = 0.08;
+  // profile method, columns the gate excludes: null fractions this close count as the same.
+  double low_card_null_tolerance = 0.05;
 };
 
 struct TypeChange {
@@ -64,7 +70,15 @@ struct TypeChange {
 struct RenameCandidate {
   std::string from, to;
   double similarity = 0;  // rounded to 3 decimals
+  // What the match rests on; "" for the reference method. The profile method's labels, strongest
+  // first: "profile" (the values' profile scored above the threshold), "value_set+position" (a
+  // column the gate excludes whose whole value set, type and null fraction reappear under the one
+  // new name in the same place; fixed score kValueSetScore), "position+name" (an empty or
+  // marker-only column: same place, same type, related name; fixed score kPositionNameScore).
+  std::string evidence;
 };
+inline constexpr double kValueSetScore = 0.5;
+inline constexpr double kPositionNameScore = 0.4;
 struct AmbiguousRename {
   struct Candidate {
     std::string to;

@@ -2,6 +2,8 @@
 // G5 and G6 scenario of openarg.md §9, plus the profile method's departures.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "capture/diff.hpp"
 #include "evidence_fixtures.hpp"
 
@@ -108,12 +110,17 @@ TEST(EvidenceGate, LowCardinalityRenameIsNotReported) {  // activo -> habilitado
   EXPECT_EQ(d.removed, std::vector<std::string>{"activo"});
 }
 
-TEST(EvidenceGate, SexoNeverRenames) {
+TEST(EvidenceGate, SexoNeverRenamesByScore) {
+  // The gate keeps [M,F] out of scoring in both methods; only the profile method's value-set
+  // rule (EvidenceExcluded below) may match it, and says so.
   for (auto m : {RenameMethod::reference, RenameMethod::profile}) {
     DiffOptions opt;
     opt.method = m;
     auto d = diff_snapshots(snap({col("sexo", "text", {"M", "F"})}), snap({col("genero", "text", {"M", "F"})}), opt);
-    EXPECT_TRUE(d.renamed_candidates.empty());
+    for (const auto& r : d.renamed_candidates) EXPECT_EQ(r.evidence, "value_set+position");
+    if (m == RenameMethod::reference) {
+      EXPECT_TRUE(d.renamed_candidates.empty());
+    }
   }
 }
 
@@ -186,6 +193,83 @@ TEST(EvidenceProfile, NumericDriftStillMatches) {
   EXPECT_GE(profile_similarity_v2(a, b), 0.6);
 }
 
+namespace {
+// Equi-depth quantiles as histogram_sample holds them: the lowest bounds of codes or dates.
+ColumnProfile quantiles(std::string name, std::string type, std::vector<std::string> bounds) {
+  ColumnProfile c = col(std::move(name), std::move(type), {});
+  c.n_distinct = -0.8;
+  c.histogram_sample = std::move(bounds);
+  return c;
+}
+std::vector<std::string> codes(int from, int step, int n, const char* prefix = "C") {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%s%05d", prefix, from + i * step);
+    v.push_back(buf);
+  }
+  return v;
+}
+}  // namespace
+
+TEST(EvidenceProfile, DriftedTextQuantilesStillMatch) {
+  // Drift moves every bound a little: no value in common, the same place in the distribution.
+  auto before = quantiles("codigo", "text", codes(3, 100, 20));
+  auto after = quantiles("cod_item", "text", codes(41, 101, 20));
+  EXPECT_LT(profile_similarity(before, after), 0.6);
+  EXPECT_GE(profile_similarity_v2(before, after), 0.8);
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  auto d = diff_snapshots(snap({before}), snap({after}), opt);
+  ASSERT_EQ(d.renamed_candidates.size(), 1u) << to_json(d).dump();
+  EXPECT_EQ(d.renamed_candidates[0].to, "cod_item");
+}
+
+TEST(EvidenceProfile, DisjointOrShiftedQuantilesDoNotMatch) {
+  auto codigo = quantiles("codigo", "text", codes(0, 100, 20));
+  // Same type, same shape, another range: dates a year later, codes with another prefix.
+  EXPECT_LT(profile_similarity_v2(codigo, quantiles("otro", "text", codes(0, 100, 20, "X"))), 0.6);
+  auto fecha = quantiles("fecha", "date", {"2020-01-03", "2020-01-20", "2020-02-07", "2020-02-25", "2020-03-14", "2020-04-01"});
+  auto baja = quantiles("fecha_baja", "date", {"2021-01-02", "2021-01-19", "2021-02-06", "2021-02-24", "2021-03-15", "2021-04-02"});
+  EXPECT_LT(profile_similarity_v2(fecha, baja), 0.6);
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  EXPECT_TRUE(diff_snapshots(snap({fecha}), snap({baja}), opt).renamed_candidates.empty());
+}
+
+TEST(EvidenceProfile, NumbersCompareAsNumbers) {
+  // Byte-wise "100" < "20"; as numbers these sequences are the same distribution.
+  auto a = quantiles("monto", "numeric", {"5", "20", "100", "250", "900", "1500"});
+  auto b = quantiles("importe", "numeric", {"6", "21", "101", "251", "901", "1501"});
+  EXPECT_GE(profile_similarity_v2(a, b), 0.8);
+}
+
+TEST(EvidenceProfile, ExactCopyBeatsLookalike) {
+  // A renamed copy keeps the very values; a fresh column from the same distribution only the
+  // shape. The copy must win by the margin; two exact copies stay ambiguous.
+  auto monto = quantiles("monto", "numeric", codes(0, 100, 20, ""));
+  auto copy = monto;
+  copy.name = "importe";
+  auto lookalike = quantiles("otro_monto", "numeric", codes(7, 100, 20, ""));
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  auto d = diff_snapshots(snap({monto}), snap({copy, lookalike}), opt);
+  ASSERT_EQ(d.renamed_candidates.size(), 1u) << to_json(d).dump();
+  EXPECT_EQ(d.renamed_candidates[0].to, "importe");
+  auto twin = copy;
+  twin.name = "importe2";
+  auto e = diff_snapshots(snap({monto}), snap({copy, twin}), opt);
+  EXPECT_TRUE(e.renamed_candidates.empty());
+  EXPECT_EQ(e.ambiguous_renames.size(), 1u);
+}
+
+TEST(EvidenceProfile, MethodNames) {
+  EXPECT_EQ(rename_method_from_string("reference"), RenameMethod::reference);
+  EXPECT_EQ(rename_method_from_string("profile"), RenameMethod::profile);
+  EXPECT_EQ(rename_method_from_string("profile+"), RenameMethod::profile);
+  EXPECT_FALSE(rename_method_from_string("guess").has_value());
+}
+
 TEST(EvidenceProvenance, OnlyBothNonNullAndDifferent) {
   auto a = snap({col("a", "text", {})});
   auto b = a;
@@ -210,4 +294,136 @@ TEST(EvidenceDiff, JsonShape) {
   EXPECT_EQ(j["renamed_candidates"][0]["similarity"], 1.0);
   EXPECT_TRUE(j["ambiguous_renames"].is_array());
   EXPECT_TRUE(j["type_changed"].is_array());
+}
+
+// Columns the identifiability gate excludes, profile method only: value set + place, or (empty
+// and marker-only columns) place + type + related name. Each rule with the cases it must refuse.
+namespace {
+
+DiffOptions profile_method() {
+  DiffOptions opt;
+  opt.method = RenameMethod::profile;
+  return opt;
+}
+
+ColumnProfile id_col() { return col("id", "integer", {"1", "2", "3", "4", "5"}); }
+ColumnProfile empty_col(std::string name, std::string type = "text") { return col(std::move(name), std::move(type), {}, 1.0); }
+
+}  // namespace
+
+TEST(EvidenceExcluded, TwoValueColumnInPlaceWithSameValueSetIsRenamed) {
+  auto before = snap({id_col(), col("sexo", "text", {"M", "F"}), col("anio", "integer", years())});
+  auto after = snap({id_col(), col("genero", "text", {"M", "F"}), col("anio", "integer", years())});
+  auto d = diff_snapshots(before, after, profile_method());
+  ASSERT_EQ(d.renamed_candidates.size(), 1u);
+  EXPECT_EQ(d.renamed_candidates[0].from, "sexo");
+  EXPECT_EQ(d.renamed_candidates[0].to, "genero");
+  EXPECT_EQ(d.renamed_candidates[0].evidence, "value_set+position");
+  EXPECT_DOUBLE_EQ(d.renamed_candidates[0].similarity, kValueSetScore);
+  EXPECT_TRUE(d.ambiguous_renames.empty());
+  auto j = to_json(d);
+  EXPECT_EQ(j["renamed_candidates"][0]["evidence"], "value_set+position");
+  // The reference never matches a column its gate excludes, and labels nothing.
+  auto r = diff_snapshots(before, after);
+  EXPECT_TRUE(r.renamed_candidates.empty());
+  EXPECT_FALSE(to_json(diff_snapshots(snap({col("provincia", "text", provinces())}), snap({col("jurisdiccion", "text", provinces())})))
+                   ["renamed_candidates"][0]
+                       .contains("evidence"));
+}
+
+TEST(EvidenceExcluded, MarkerOnlyColumnWithSameMarkersIsRenamed) {
+  std::vector<std::string> markers = {"", "-", "s/d", "N/A"};
+  auto d = diff_snapshots(snap({id_col(), col("marcador", "text", markers), col("anio", "integer", years())}),
+                          snap({id_col(), col("observacion", "text", markers), col("anio", "integer", years())}), profile_method());
+  ASSERT_EQ(d.renamed_candidates.size(), 1u);
+  EXPECT_EQ(d.renamed_candidates[0].to, "observacion");
+  EXPECT_EQ(d.renamed_candidates[0].evidence, "value_set+position");
+}
+
+TEST(EvidenceExcluded, SameValueSetElsewhereIsNotARename) {
+  // activo dropped, an unrelated S/N column appended at the end: same values, another place.
+  auto d = diff_snapshots(
+      snap({id_col(), col("activo", "text", {"S", "N"}), col("anio", "integer", years()), col("monto", "numeric", {"1.5", "2.5", "3.5", "4.5"})}),
+      snap({id_col(), col("anio", "integer", years()), col("monto", "numeric", {"1.5", "2.5", "3.5", "4.5"}), col("tiene_deuda", "text", {"S", "N"})}),
+      profile_method());
+  EXPECT_TRUE(d.renamed_candidates.empty());
+  EXPECT_TRUE(d.ambiguous_renames.empty());
+}
+
+TEST(EvidenceExcluded, OtherValuesTypeOrNullFractionInPlaceAreNotARename) {
+  auto try_after = [](ColumnProfile c) {
+    return diff_snapshots(snap({id_col(), col("sexo", "text", {"M", "F"}, 0.1), col("anio", "integer", years())}),
+                          snap({id_col(), std::move(c), col("anio", "integer", years())}), profile_method());
+  };
+  EXPECT_TRUE(try_after(col("con_cobertura", "text", {"SI", "NO"}, 0.1)).renamed_candidates.empty());
+  EXPECT_TRUE(try_after(col("genero", "character varying(1)", {"M", "F"}, 0.1)).renamed_candidates.empty());
+  EXPECT_TRUE(try_after(col("genero", "text", {"M", "F"}, 0.3)).renamed_candidates.empty());
+  EXPECT_EQ(try_after(col("genero", "text", {"M", "F"}, 0.12)).renamed_candidates.size(), 1u);  // within tolerance
+}
+
+TEST(EvidenceExcluded, TwoNewColumnsWithTheValueSetAreAmbiguous) {
+  auto d = diff_snapshots(snap({id_col(), col("sexo", "text", {"M", "F"}), col("anio", "integer", years())}),
+                          snap({id_col(), col("genero", "text", {"M", "F"}), col("anio", "integer", years()), col("sexo_tutor", "text", {"M", "F"})}),
+                          profile_method());
+  EXPECT_TRUE(d.renamed_candidates.empty());
+  ASSERT_EQ(d.ambiguous_renames.size(), 1u);
+  EXPECT_EQ(d.ambiguous_renames[0].from, "sexo");
+  EXPECT_EQ(d.ambiguous_renames[0].candidates.size(), 2u);
+}
+
+TEST(EvidenceExcluded, TwoOldColumnsWithTheValueSetAreAmbiguous) {
+  auto d = diff_snapshots(snap({id_col(), col("sexo", "text", {"M", "F"}), col("sexo_madre", "text", {"M", "F"}), col("anio", "integer", years())}),
+                          snap({id_col(), col("genero", "text", {"M", "F"}), col("anio", "integer", years())}), profile_method());
+  EXPECT_TRUE(d.renamed_candidates.empty());
+  EXPECT_EQ(d.ambiguous_renames.size(), 2u);
+}
+
+TEST(EvidenceExcluded, EmptyColumnInPlaceWithRelatedNameIsRenamed) {
+  auto d = diff_snapshots(snap({id_col(), empty_col("obs_cliente"), col("anio", "integer", years())}),
+                          snap({id_col(), empty_col("obs_proveedor"), col("anio", "integer", years())}), profile_method());
+  ASSERT_EQ(d.renamed_candidates.size(), 1u);
+  EXPECT_EQ(d.renamed_candidates[0].from, "obs_cliente");
+  EXPECT_EQ(d.renamed_candidates[0].evidence, "position+name");
+  EXPECT_DOUBLE_EQ(d.renamed_candidates[0].similarity, kPositionNameScore);
+  auto typo = diff_snapshots(snap({id_col(), empty_col("comentario")}), snap({id_col(), empty_col("comentarios")}), profile_method());
+  ASSERT_EQ(typo.renamed_candidates.size(), 1u);
+  EXPECT_EQ(typo.renamed_candidates[0].evidence, "position+name");
+}
+
+TEST(EvidenceExcluded, EmptyColumnReplacedByUnrelatedEmptyColumnIsNotARename) {
+  // The bench's empty_swap: same place, same type, both empty, nothing in the names in common.
+  auto d = diff_snapshots(snap({id_col(), empty_col("vacia"), col("anio", "integer", years())}),
+                          snap({id_col(), empty_col("comentario"), col("anio", "integer", years())}), profile_method());
+  EXPECT_TRUE(d.renamed_candidates.empty());
+  EXPECT_TRUE(d.ambiguous_renames.empty());
+}
+
+TEST(EvidenceExcluded, EmptyColumnNeedsSameTypeAndALoneGap) {
+  auto other_type = diff_snapshots(snap({id_col(), empty_col("obs_cliente"), col("anio", "integer", years())}),
+                                   snap({id_col(), empty_col("obs_proveedor", "integer"), col("anio", "integer", years())}), profile_method());
+  EXPECT_TRUE(other_type.renamed_candidates.empty());
+  // Two unaccounted columns between the same neighbours: which is which is a guess.
+  auto two = diff_snapshots(snap({id_col(), empty_col("obs_a"), empty_col("obs_b"), col("anio", "integer", years())}),
+                            snap({id_col(), empty_col("obs_x"), empty_col("obs_y"), col("anio", "integer", years())}), profile_method());
+  EXPECT_TRUE(two.renamed_candidates.empty());
+  // Dropped from the middle, a related name appended at the end: another place.
+  auto moved = diff_snapshots(snap({id_col(), empty_col("obs_cliente"), col("anio", "integer", years())}),
+                              snap({id_col(), col("anio", "integer", years()), empty_col("obs_proveedor")}), profile_method());
+  EXPECT_TRUE(moved.renamed_candidates.empty());
+  // A column with values is never matched on place and name alone.
+  auto valued = diff_snapshots(snap({id_col(), col("obs_cliente", "text", {"a", "b"}), col("anio", "integer", years())}),
+                               snap({id_col(), col("obs_proveedor", "text", {"c", "d"}), col("anio", "integer", years())}), profile_method());
+  EXPECT_TRUE(valued.renamed_candidates.empty());
+}
+
+TEST(EvidenceExcluded, ProfileRenamesAnchorThePlaces) {
+  // Without the provincia rename as a neighbour, both columns would share one gap of two.
+  auto d = diff_snapshots(snap({id_col(), col("provincia", "text", provinces()), empty_col("nota_cliente"), col("anio", "integer", years())}),
+                          snap({id_col(), col("jurisdiccion", "text", provinces()), empty_col("nota_clientes"), col("anio", "integer", years())}),
+                          profile_method());
+  ASSERT_EQ(d.renamed_candidates.size(), 2u);
+  std::map<std::string, std::string> by_from;
+  for (const auto& r : d.renamed_candidates) by_from[r.from] = r.evidence;
+  EXPECT_EQ(by_from["provincia"], "profile");
+  EXPECT_EQ(by_from["nota_cliente"], "position+name");
 }

@@ -125,7 +125,7 @@ TEST_F(EvidenceTest, DiffShowsRenameAsText) {
 
 TEST_F(EvidenceTest, BaselineWalksForwardWithLimit) {
   db->exec("DO $$ BEGIN FOR i IN 1..5 LOOP EXECUTE format('CREATE TABLE w%s (a int, b text)', i); END LOOP; END $$");
-  auto r1 = baseline(" --limit 2");
+  auto r1 = baseline(" --limit 2 --batch-size 1 --lanes 2");  // two one-table batches, one per lane
   EXPECT_EQ(r1["candidates"], 5);
   EXPECT_EQ(r1["captured"], 2);
   EXPECT_EQ(r1["remaining"], 3);

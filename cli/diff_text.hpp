@@ -1,0 +1,16 @@
+// The text form of a diff and a verdict, the way a reviewer reads them: + added (green),
+// - removed (red), ~ retyped, old → new (0.93) for renames, ? for ambiguous ones.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "capture/classify.hpp"
+#include "cli/evidence_support.hpp"
+
+namespace predrop::cli {
+
+void print_diff(std::ostream& out, const capture::SnapshotDiff& d, const Paint& p, const std::string& indent = "  ");
+std::string verdict_text(const capture::DriftVerdict& v, const Paint& p);
+
+}  // namespace predrop::cli

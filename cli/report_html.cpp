@@ -1,0 +1,139 @@
+#include "cli/report_html.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "cli/evidence_support.hpp"
+
+namespace predrop::cli {
+
+using namespace predrop::capture;
+using nlohmann::json;
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+
+std::string counts_table(const json& obj, const std::string& title) {
+  std::string o = "<table><caption>" + esc(title) + "</caption>";
+  if (obj.empty()) o += "<tr><td colspan=2 class=muted>none</td></tr>";
+  for (auto it = obj.begin(); it != obj.end(); ++it) o += "<tr><th>" + esc(it.key()) + "</th><td>" + esc(it.value().dump()) + "</td></tr>";
+  return o + "</table>";
+}
+
+// One table's shapes as an SVG grid: columns as rows, snapshots as columns; a cell is filled
+// when the snapshot has the column (green when it appeared there), a dashed red outline where
+// it disappeared; renames are curves from the old row to the new one.
+std::string timeline_svg(const std::vector<const StoredSnapshot*>& snaps, const std::map<std::pair<std::string, std::string>, const PairVerdict*>& by_ids) {
+  std::vector<std::string> rows;
+  std::map<std::string, int> row_of;
+  for (const auto* s : snaps) {
+    auto cols = s->columns;
+    std::stable_sort(cols.begin(), cols.end(), [](const auto& a, const auto& b) { return a.ordinal < b.ordinal; });
+    for (const auto& c : cols)
+      if (row_of.emplace(c.name, static_cast<int>(rows.size())).second) rows.push_back(c.name);
+  }
+  const int L = 190, W = 150, H = 22, top = 44;
+  int width = L + W * static_cast<int>(snaps.size()) + 10, height = top + H * static_cast<int>(rows.size()) + 10;
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height << "' viewBox='0 0 " << width << " " << height << "'>";
+  for (size_t i = 0; i < rows.size(); ++i)
+    o << "<text class='col' x='4' y='" << top + H * i + 15 << "'>" << esc(clip_chars(rows[i], 26)) << "</text>";
+  for (size_t j = 0; j < snaps.size(); ++j) {
+    const auto* s = snaps[j];
+    int x = L + W * static_cast<int>(j);
+    o << "<text class='head' x='" << x + 10 << "' y='16'>" << esc(s->id.substr(0, 8) + " " + s->reason) << "</text>";
+    o << "<text class='sub' x='" << x + 10 << "' y='32'>" << esc(s->captured_at.substr(0, 16)) << "</text>";
+    std::set<std::string> prev;
+    if (j > 0)
+      for (const auto& c : snaps[j - 1]->columns) prev.insert(c.name);
+    std::set<std::string> here;
+    for (const auto& c : s->columns) {
+      here.insert(c.name);
+      int y = top + H * row_of[c.name];
+      o << "<rect class='" << (j > 0 && !prev.count(c.name) ? "new" : "cell") << "' x='" << x + 10 << "' y='" << y + 3
+        << "' width='" << W - 20 << "' height='" << H - 6 << "' rx='3'><title>" << esc(c.name + " " + c.pg_type) << "</title></rect>";
+      o << "<text class='type' x='" << x + 14 << "' y='" << y + 15 << "'>" << esc(clip_chars(c.pg_type, 20)) << "</text>";
+    }
+    for (const auto& n : prev)
+      if (!here.count(n))
+        o << "<rect class='gone' x='" << x + 10 << "' y='" << top + H * row_of[n] + 3 << "' width='" << W - 20 << "' height='" << H - 6 << "' rx='3'/>";
+    if (j == 0) continue;
+    auto it = by_ids.find({snaps[j - 1]->id, s->id});
+    if (it == by_ids.end() || !it->second->evaluated) continue;
+    for (const auto& r : it->second->verdict.diff.renamed_candidates) {
+      int y1 = top + H * row_of[r.from] + H / 2, y2 = top + H * row_of[r.to] + H / 2;
+      int x1 = x - 10, x2 = x + 10;
+      o << "<path class='rename' d='M" << x1 - W + 20 << " " << y1 << " C" << x1 + 5 << " " << y1 << " " << x2 - 15 << " " << y2 << " " << x2 << " " << y2
+        << "'><title>" << esc(r.from + " \u2192 " + r.to + " (" + fmt(r.similarity, 2) + ")") << "</title></path>";
+      o << "<text class='sim' x='" << x - 8 << "' y='" << (y1 + y2) / 2 - 3 << "'>" << fmt(r.similarity, 2) << "</text>";
+    }
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+}  // namespace
+
+// Self-contained: inline CSS and SVG, no script, no external resource.
+std::string render_report_html(const json& r, const std::vector<StoredSnapshot>& window, const std::vector<PairVerdict>& pairs) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>predrop drift report</title><style>"
+       "body{font:14px system-ui,sans-serif;margin:24px;color:#1d2330;background:#fafbfc}h1{font-size:22px}"
+       "table{border-collapse:collapse;margin:0 16px 16px 0;display:inline-table;vertical-align:top;background:#fff}"
+       "caption{font-weight:600;text-align:left;padding:4px 0}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left}"
+       ".muted{color:#8b949e}.actionable{color:#b42318;font-weight:600}section{margin:24px 0;overflow-x:auto}"
+       "svg{background:#fff;border:1px solid #d0d7de}.col{font:12px monospace;fill:#1d2330}.head{font:600 12px sans-serif;fill:#1d2330}"
+       ".sub,.sim{font:11px sans-serif;fill:#57606a}.type{font:11px monospace;fill:#1d2330}.cell{fill:#dbe7f5}"
+       ".new{fill:#b7e4c7}.gone{fill:none;stroke:#d1242f;stroke-dasharray:4 3}.rename{fill:none;stroke:#8250df;stroke-width:2}"
+       "</style></head><body>";
+  o << "<h1>predrop drift report</h1><p class=muted>last " << r["window_days"] << " days, mode " << esc(r["mode"].get<std::string>())
+    << ", rename method " << esc(r.value("method", "reference")) << "</p>";
+  if (r["actionable"] > 0) o << "<p class=actionable>" << r["actionable"] << " change(s) survived every gate</p>";
+  json cov = r["coverage"];
+  for (auto& [k, v] : cov.items()) if (v.is_null()) v = "-";
+  o << "<section>" << counts_table(cov, "coverage") << counts_table(r["pairs_by_kind"], "pairs by kind")
+    << counts_table(r["by_verdict"], "verdicts") << counts_table(r["exonerated_by_gate"], "exonerations by gate")
+    << counts_table(r["actionable_by_class"], "actionable by class") << "</section>";
+  o << "<section><table><caption>examples (at most 20)</caption><tr><th>table</th><th>kind</th><th>class</th><th>added</th><th>removed</th><th>renamed</th></tr>";
+  if (r["examples"].empty()) o << "<tr><td colspan=6 class=muted>no actionable change</td></tr>";
+  for (const auto& ex : r["examples"]) {
+    std::vector<std::string> ren;
+    for (const auto& rc : ex["renamed_candidates"]) ren.push_back(rc["from"].get<std::string>() + " \u2192 " + rc["to"].get<std::string>());
+    o << "<tr><td>" << esc(ex["table"]) << "</td><td>" << esc(ex["pair_kind"]) << "</td><td>" << esc(ex["change_class"])
+      << "</td><td>" << esc(join(ex["added"].get<std::vector<std::string>>())) << "</td><td>" << esc(join(ex["removed"].get<std::vector<std::string>>()))
+      << "</td><td>" << esc(join(ren)) << "</td></tr>";
+  }
+  o << "</table></section>";
+  std::map<std::pair<std::string, std::string>, const PairVerdict*> by_ids;
+  for (const auto& p : pairs) by_ids[{p.before->id, p.after->id}] = &p;
+  // Timelines: tables with at least two snapshots, at most 50 tables and their last 12 shapes.
+  std::map<std::string, std::vector<const StoredSnapshot*>> by_table;
+  for (const auto& s : window) by_table[s.schema_name + "." + s.table_name].push_back(&s);
+  int shown = 0;
+  o << "<h2>timelines</h2>";
+  for (auto& [name, snaps] : by_table) {
+    if (snaps.size() < 2 || ++shown > 50) continue;
+    if (snaps.size() > 12) snaps.erase(snaps.begin(), snaps.end() - 12);
+    o << "<section><h3>" << esc(name) << "</h3>" << timeline_svg(snaps, by_ids) << "</section>";
+  }
+  if (shown == 0) o << "<p class=muted>no table captured twice in the window</p>";
+  o << "</body></html>\n";
+  return o.str();
+}
+
+}  // namespace predrop::cli
