@@ -15,7 +15,7 @@ namespace predrop::proxy {
 
 void Session::start_relay() {
   relaying_ = true;
-  startup_timer_.cancel();
+  startup_timer_.reset();
   spdlog::info("session start client={} user={} database={} application_name={} tls={}", client_addr_, params_.get("user"),
                params_.get("database").empty() ? params_.get("user") : params_.get("database"),
                params_.get("application_name"), client_.is_tls() ? "on" : "off");
@@ -402,7 +402,7 @@ void Session::fail_client_protocol(const std::string& why) {
   fatal_ = wire::error_response("FATAL", "08P01", "predrop: " + why);
   front_.stop_reading = true;
   // Replies the server owes may never come (a pipeline without Sync): do not wait for long.
-  fatal_timer_.emplace(executor());
+  fatal_timer_ = std::make_unique<asio::steady_timer>(executor());
   fatal_timer_->expires_after(std::chrono::seconds(2));
   fatal_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->fatal_.empty()) return;
@@ -442,7 +442,7 @@ void Session::close(std::string_view why) {
   closed_ = true;
   if (hold_timer_) hold_timer_->cancel();
   if (fatal_timer_) fatal_timer_->cancel();
-  startup_timer_.cancel();
+  if (startup_timer_) startup_timer_->cancel();
   client_.close();
   if (upstream_) upstream_->close();
   pool_.give_back(front_.buf);
