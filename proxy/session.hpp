@@ -48,6 +48,7 @@ struct Pipe {
   bool approved = false;         // the message at scan was held and released: relay it as is
   std::string inject;            // bytes predrop itself sends before going on
   bool stop_reading = false;     // the stream is beyond repair: relay what was decided, read no more
+  bool more_waiting = false;     // the last read filled the buffer: the socket probably has more
   uint64_t bytes = 0;
 };
 
@@ -84,7 +85,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_relay();
   void pump(Pipe& p);
   void start_read(Pipe& p);
+  bool prepare_read(Pipe& p);
+  bool read_now(Pipe& p);
+  void read_async(Pipe& p);
   void start_write(Pipe& p);
+  void on_written(Pipe& p, size_t n);
   enum class ScanResult { need_more, held, error };
   ScanResult scan(Pipe& p);
   size_t bytes_needed(Pipe& p, char type, size_t total);
