@@ -2,6 +2,8 @@
 // upstream connection (optionally TLS), after which authentication is simply relayed.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include "proxy/metrics.hpp"
 #include "proxy/session.hpp"
 
@@ -181,6 +183,17 @@ void Session::on_upstream_tcp(const boost::system::error_code& ec) {
   if (ec) return fail_startup("08006", "predrop: could not connect to upstream " + cfg_->upstream.to_string() + ": " + ec.message());
   boost::system::error_code ignored;
   upstream_->socket().set_option(tcp::no_delay(true), ignored);
+  // The connect waited for writability, and asio then keeps EPOLLOUT registered for good: every
+  // bare ACK from the server would wake the loop for nothing. Register the socket afresh, for reads.
+  auto protocol = upstream_->socket().local_endpoint(ignored).protocol();
+  if (!ignored) {
+    auto fd = upstream_->socket().release(ignored);
+    if (!ignored) {
+      upstream_->socket().assign(protocol, fd, ignored);
+      if (ignored) ::close(fd);
+    }
+    if (ignored) return fail_startup("08006", "predrop: could not register the upstream connection: " + ignored.message());
+  }
   on_upstream_connected();
 }
 
