@@ -105,12 +105,13 @@ std::string render_metrics(ProxyContext& ctx) {
   counter(out, "predrop_client_connections_accepted_total", "Client connections accepted.", m.client_connections_total.load());
   counter(out, "predrop_client_connections_rejected_total", "Client connections refused by limits.max_clients.",
           m.client_connections_rejected.load());
+  auto relayed = relay_totals();
   header(out, "predrop_bytes_total", "counter", "Bytes relayed, by direction.");
-  sample(out, "predrop_bytes_total", "direction=\"client_to_server\"", m.bytes_client_to_server.load());
-  sample(out, "predrop_bytes_total", "direction=\"server_to_client\"", m.bytes_server_to_client.load());
+  sample(out, "predrop_bytes_total", "direction=\"client_to_server\"", relayed.bytes_client_to_server);
+  sample(out, "predrop_bytes_total", "direction=\"server_to_client\"", relayed.bytes_server_to_client);
   header(out, "predrop_messages_total", "counter", "Protocol messages framed, by direction.");
-  sample(out, "predrop_messages_total", "direction=\"frontend\"", m.frontend_messages.load());
-  sample(out, "predrop_messages_total", "direction=\"backend\"", m.backend_messages.load());
+  sample(out, "predrop_messages_total", "direction=\"frontend\"", relayed.frontend_messages);
+  sample(out, "predrop_messages_total", "direction=\"backend\"", relayed.backend_messages);
   auto cs = ctx.classifier.stats();
   header(out, "predrop_statements_total", "counter", "Statements seen, by how the classifier handled them.");
   sample(out, "predrop_statements_total", "path=\"prefiltered\"", cs.prefiltered);

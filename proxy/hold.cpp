@@ -90,13 +90,13 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
   hold_started_ = Clock::now();
   held_type_ = type;
   held_facts_ = facts;
-  held_ctx_ = statement_context(*facts);
+  held_ctx_ = std::make_unique<capture::StatementContext>(statement_context(*facts));
   fail_closed_ = false;
-  const std::string& db = held_ctx_.database;
+  const std::string& db = held_ctx_->database;
 
   // Targets in statement order, each with the search_path in force at that point of the string.
   capture::SnapshotRequest req;
-  req.ctx = held_ctx_;
+  req.ctx = *held_ctx_;
   parser::SearchPathTracker path = *search_path_;
   // Several statements in one Query run in one implicit transaction: SET LOCAL holds to its end.
   bool in_block = txn_status_ != 'I' || facts->statements.size() > 1;
@@ -144,14 +144,14 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
 
   for (const auto& [schema, table] : skipped) {
     metrics().count_snapshot(SnapshotOutcome::policy_skip);
-    record_ledger(held_ctx_, "policy_skip", schema, table);
+    record_ledger(*held_ctx_, "policy_skip", schema, table);
   }
 
   bool disabled = !cfg->snapshots_enabled || !ctx_.capture;
   if (req.targets.empty() || disabled) {
     if (disabled && !req.targets.empty()) {
       metrics().count_snapshot(SnapshotOutcome::disabled);
-      record_ledger(held_ctx_, "disabled");
+      record_ledger(*held_ctx_, "disabled");
     }
     // Nothing to wait for: relay at once (asynchronously, scan is mid-loop).
     holding_ = true;
@@ -167,7 +167,7 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
   req.deadline = hold_started_ + std::chrono::milliseconds(cfg->hold_timeout_ms);
   // The capture service owns the deadline: at it, it answers "timeout" naming every target and
   // writes the ledger rows. This timer is only a backstop should that answer not arrive.
-  hold_timer_.emplace(executor());
+  hold_timer_ = std::make_unique<asio::steady_timer>(executor());
   hold_timer_->expires_at(req.deadline + std::chrono::milliseconds(50));
   std::weak_ptr<Session> weak = shared_from_this();
   hold_timer_->async_wait([weak, id](boost::system::error_code ec) {
@@ -203,7 +203,7 @@ void Session::on_capture_done(uint64_t hold_id, capture::SnapshotResult result) 
     what += t.schema + "." + t.table;
   }
   release_hold(false, "55000",
-               "predrop: refused " + held_ctx_.statement_kind + (what.empty() ? "" : " of " + what) +
+               "predrop: refused " + held_ctx_->statement_kind + (what.empty() ? "" : " of " + what) +
                    ": the snapshot could not be written (" + result.outcome + (result.error.empty() ? "" : ": " + result.error) + ")");
 }
 
@@ -214,7 +214,7 @@ void Session::on_hold_timeout(uint64_t hold_id) {
                ctx_.config()->hold_timeout_ms, fail_closed_ ? " as an error (fail closed)" : " (fail open)");
   if (!fail_closed_) return release_hold(true, {}, {});
   release_hold(false, "55000",
-               "predrop: refused " + held_ctx_.statement_kind + ": the snapshot was not written within " +
+               "predrop: refused " + held_ctx_->statement_kind + ": the snapshot was not written within " +
                    std::to_string(ctx_.config()->hold_timeout_ms) + " ms");
 }
 
@@ -310,7 +310,7 @@ void Session::on_transaction_end(bool committed) {
 
 void Session::confirm_outcomes() {
   if (!ctx_.capture) return pending_outcomes_.clear();
-  ctx_.capture->confirm_outcomes(held_ctx_.database.empty() ? params_.get("database") : held_ctx_.database,
+  ctx_.capture->confirm_outcomes(held_ctx_ && !held_ctx_->database.empty() ? held_ctx_->database : params_.get("database"),
                                  std::move(pending_outcomes_));
   pending_outcomes_.clear();
 }

@@ -1,6 +1,7 @@
 #include "proxy/metrics.hpp"
 
 #include <cstdio>
+#include <deque>
 
 namespace predrop::proxy {
 
@@ -49,6 +50,35 @@ const char* to_string(SnapshotOutcome o) {
 Metrics& metrics() {
   static Metrics m;
   return m;
+}
+
+namespace {
+std::mutex relay_counters_mu;
+// Never shrinks: a set outlives its thread so that the totals stay monotonic.
+std::deque<RelayCounters>& relay_counter_sets() {
+  static auto* sets = new std::deque<RelayCounters>();
+  return *sets;
+}
+}  // namespace
+
+RelayCounters& relay_counters() {
+  thread_local RelayCounters* mine = [] {
+    std::lock_guard lk(relay_counters_mu);
+    return &relay_counter_sets().emplace_back();
+  }();
+  return *mine;
+}
+
+RelayTotals relay_totals() {
+  RelayTotals t;
+  std::lock_guard lk(relay_counters_mu);
+  for (const auto& c : relay_counter_sets()) {
+    t.bytes_client_to_server += c.bytes_client_to_server.load(std::memory_order_relaxed);
+    t.bytes_server_to_client += c.bytes_server_to_client.load(std::memory_order_relaxed);
+    t.frontend_messages += c.frontend_messages.load(std::memory_order_relaxed);
+    t.backend_messages += c.backend_messages.load(std::memory_order_relaxed);
+  }
+  return t;
 }
 
 }  // namespace predrop::proxy

@@ -35,10 +35,6 @@ struct Metrics {
   std::atomic<int64_t> server_connections{0};
   std::atomic<uint64_t> client_connections_total{0};
   std::atomic<uint64_t> client_connections_rejected{0};
-  std::atomic<uint64_t> bytes_client_to_server{0};
-  std::atomic<uint64_t> bytes_server_to_client{0};
-  std::atomic<uint64_t> frontend_messages{0};
-  std::atomic<uint64_t> backend_messages{0};
   std::atomic<uint64_t> protocol_errors{0};
   std::atomic<uint64_t> uninspected_large_statements{0};
   std::atomic<uint64_t> rejected_statements{0};
@@ -55,5 +51,29 @@ struct Metrics {
 };
 
 Metrics& metrics();
+
+// The counters the relay bumps for every message, one set per thread: shared atomics would
+// bounce one cache line between the event-loop threads on every message. Only the owning
+// thread writes its set (a plain load+store, no locked instruction); readers sum them all.
+struct alignas(64) RelayCounters {
+  std::atomic<uint64_t> bytes_client_to_server{0};
+  std::atomic<uint64_t> bytes_server_to_client{0};
+  std::atomic<uint64_t> frontend_messages{0};
+  std::atomic<uint64_t> backend_messages{0};
+
+  void add_bytes(bool server_to_client, uint64_t n) { bump(server_to_client ? bytes_server_to_client : bytes_client_to_server, n); }
+  void add_message(bool backend) { bump(backend ? backend_messages : frontend_messages, 1); }
+
+ private:
+  static void bump(std::atomic<uint64_t>& c, uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+};
+// This thread's set.
+RelayCounters& relay_counters();
+struct RelayTotals {
+  uint64_t bytes_client_to_server = 0, bytes_server_to_client = 0, frontend_messages = 0, backend_messages = 0;
+};
+RelayTotals relay_totals();
 
 }  // namespace predrop::proxy

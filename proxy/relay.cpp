@@ -15,7 +15,11 @@ namespace predrop::proxy {
 
 void Session::start_relay() {
   relaying_ = true;
-  startup_timer_.cancel();
+  startup_timer_.reset();
+  // The relay's own reads and writes never block: would_block sends it back to the reactor.
+  boost::system::error_code ec;
+  client_.socket().non_blocking(true, ec);
+  upstream_->socket().non_blocking(true, ec);
   spdlog::info("session start client={} user={} database={} application_name={} tls={}", client_addr_, params_.get("user"),
                params_.get("database").empty() ? params_.get("user") : params_.get("database"),
                params_.get("application_name"), client_.is_tls() ? "on" : "off");
@@ -68,47 +72,88 @@ void Session::maybe_release_buffer(Pipe& p) {
   }
 }
 
+// Plaintext legs read and write with non-blocking calls made on the spot: each asio completion
+// would be queued and cost one more epoll_wait before it runs, and the c=1 round trip is made of
+// nothing but these hops. The socket is only waited on when it has nothing to give or take.
 void Session::start_read(Pipe& p) {
-  maybe_release_buffer(p);
-  if (p.stop_reading) return;
   Transport& src = source(p);
+  if (p.stop_reading) return maybe_release_buffer(p);
+  // A full last read means more is probably waiting (a COPY, a large result): read again now.
+  if (p.more_waiting && p.buf && !src.is_tls()) {
+    p.more_waiting = false;
+    if (read_now(p)) return;
+  }
+  maybe_release_buffer(p);
   auto self = shared_from_this();
-  auto do_read = [this, self, &p]() {
-    if (closed_) return;
-    if (!p.buf) p.buf = pool_.acquire();
-    // Move undecided bytes to the front so a whole message can be assembled.
-    if (p.begin > 0) {
-      std::memmove(p.buf.data(), p.buf.data() + p.begin, p.end - p.begin);
-      p.scan -= p.begin;
-      p.end -= p.begin;
-      p.begin = 0;
-    }
-    if (p.end == p.buf.capacity()) return;  // full while held: stop reading, the client waits
-    p.reading = true;
-    source(p).async_read_some(asio::buffer(p.buf.data() + p.end, p.buf.capacity() - p.end),
-                              [this, self, &p](boost::system::error_code ec, size_t n) {
-                                p.reading = false;
-                                if (closed_) return;
-                                if (ec) return on_pipe_eof(p, ec);
-                                p.end += n;
-                                pump(p);
-                              });
-  };
-  if (p.buf || src.has_pending_plaintext()) return do_read();
+  // While the server owes replies, wait with a buffer: the reactor reads as soon as the bytes land.
+  bool keep_buffer = p.buf || src.has_pending_plaintext() || (p.backend && !owed_.empty() && !holding_);
+  if (keep_buffer) return read_async(p);
   // Idle: wait for readability without holding a buffer.
   p.reading = true;
-  src.socket().async_wait(tcp::socket::wait_read, [this, self, &p, do_read](boost::system::error_code ec) {
+  src.socket().async_wait(tcp::socket::wait_read, [this, self, &p](boost::system::error_code ec) {
     p.reading = false;
     if (closed_) return;
     if (ec) return on_pipe_eof(p, ec);
-    do_read();
+    if (source(p).is_tls()) return read_async(p);
+    if (!read_now(p)) start_read(p);
   });
+}
+
+// Makes room at the end of the buffer; false when it is full (held: the client waits).
+bool Session::prepare_read(Pipe& p) {
+  if (!p.buf) p.buf = pool_.acquire();
+  // Move undecided bytes to the front so a whole message can be assembled.
+  if (p.begin > 0) {
+    std::memmove(p.buf.data(), p.buf.data() + p.begin, p.end - p.begin);
+    p.scan -= p.begin;
+    p.end -= p.begin;
+    p.begin = 0;
+  }
+  return p.end < p.buf.capacity();
+}
+
+// One non-blocking read on a plaintext socket. true: it was handled (bytes pumped, end of stream
+// or a full buffer); false: nothing there yet, and the caller goes back to waiting.
+bool Session::read_now(Pipe& p) {
+  if (closed_) return true;
+  if (!prepare_read(p)) return true;
+  boost::system::error_code ec;
+  size_t room = p.buf.capacity() - p.end;
+  size_t n = source(p).socket().read_some(asio::buffer(p.buf.data() + p.end, room), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again || ec == asio::error::interrupted) {
+    maybe_release_buffer(p);
+    return false;
+  }
+  if (ec) {
+    on_pipe_eof(p, ec);
+    return true;
+  }
+  p.end += n;
+  p.more_waiting = n == room;
+  pump(p);
+  return true;
+}
+
+void Session::read_async(Pipe& p) {
+  if (closed_) return;
+  if (!prepare_read(p)) return;  // full while held: stop reading, the client waits
+  p.reading = true;
+  size_t room = p.buf.capacity() - p.end;
+  source(p).async_read_some(asio::buffer(p.buf.data() + p.end, room),
+                            [this, self = shared_from_this(), &p, room](boost::system::error_code ec, size_t n) {
+                              p.reading = false;
+                              if (closed_) return;
+                              if (ec) return on_pipe_eof(p, ec);
+                              p.end += n;
+                              p.more_waiting = n == room;
+                              pump(p);
+                            });
 }
 
 void Session::start_write(Pipe& p) {
   auto self = shared_from_this();
-  p.writing = true;
   if (!p.inject.empty() && p.scan == p.begin) {
+    p.writing = true;
     auto bytes = std::make_shared<std::string>(std::move(p.inject));
     p.inject.clear();
     sink(p).async_write(asio::buffer(*bytes), [this, self, &p, bytes](boost::system::error_code ec, size_t) {
@@ -121,17 +166,35 @@ void Session::start_write(Pipe& p) {
     return;
   }
   size_t n = p.scan - p.begin;
-  sink(p).async_write(asio::buffer(p.buf.data() + p.begin, n), [this, self, &p, n](boost::system::error_code ec, size_t) {
-    p.writing = false;
-    if (closed_) return;
-    if (ec) return close("write failed");
-    p.begin += n;
-    p.bytes += n;
-    (p.backend ? metrics().bytes_server_to_client : metrics().bytes_client_to_server).fetch_add(n, std::memory_order_relaxed);
-    if (client_terminated_ && !p.backend && p.begin == p.end) return close("client terminated");
-    if (!p.backend && !fatal_.empty()) maybe_send_fatal();
-    pump(p);
-  });
+  size_t done = 0;
+  if (!sink(p).is_tls()) {
+    boost::system::error_code ec;
+    done = sink(p).socket().write_some(asio::buffer(p.buf.data() + p.begin, n), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again || ec == asio::error::interrupted) {
+      done = 0;
+    } else if (ec) {
+      return close("write failed");
+    }
+    if (done == n) return on_written(p, n);
+  }
+  // The socket is full (a slow reader): the rest leaves when it drains.
+  p.writing = true;
+  sink(p).async_write(asio::buffer(p.buf.data() + p.begin + done, n - done),
+                      [this, self, &p, n](boost::system::error_code ec, size_t) {
+                        p.writing = false;
+                        if (closed_) return;
+                        if (ec) return close("write failed");
+                        on_written(p, n);
+                      });
+}
+
+void Session::on_written(Pipe& p, size_t n) {
+  p.begin += n;
+  p.bytes += n;
+  relay_counters().add_bytes(p.backend, n);
+  if (client_terminated_ && !p.backend && p.begin == p.end) return close("client terminated");
+  if (!p.backend && !fatal_.empty()) maybe_send_fatal();
+  pump(p);
 }
 
 // How many bytes of a message must sit in the buffer before it can be decided.
@@ -200,7 +263,7 @@ Session::ScanResult Session::scan(Pipe& p) {
         spdlog::warn("session {}: a {}-byte statement is larger than limits.max_inspect_bytes and is relayed uninspected",
                      client_addr_, total);
       }
-      (p.backend ? metrics().backend_messages : metrics().frontend_messages).fetch_add(1, std::memory_order_relaxed);
+      relay_counters().add_message(p.backend);
       size_t n = std::min(total, avail);
       p.scan += n;
       p.pass_remaining = total - n;
@@ -219,7 +282,7 @@ Session::ScanResult Session::scan(Pipe& p) {
       }
       return ScanResult::need_more;
     }
-    (p.backend ? metrics().backend_messages : metrics().frontend_messages).fetch_add(1, std::memory_order_relaxed);
+    relay_counters().add_message(p.backend);
     Verdict v;
     if (p.backend) {
       v = inspect_backend(p, type, msg, total);
@@ -402,7 +465,7 @@ void Session::fail_client_protocol(const std::string& why) {
   fatal_ = wire::error_response("FATAL", "08P01", "predrop: " + why);
   front_.stop_reading = true;
   // Replies the server owes may never come (a pipeline without Sync): do not wait for long.
-  fatal_timer_.emplace(executor());
+  fatal_timer_ = std::make_unique<asio::steady_timer>(executor());
   fatal_timer_->expires_after(std::chrono::seconds(2));
   fatal_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->fatal_.empty()) return;
@@ -442,7 +505,7 @@ void Session::close(std::string_view why) {
   closed_ = true;
   if (hold_timer_) hold_timer_->cancel();
   if (fatal_timer_) fatal_timer_->cancel();
-  startup_timer_.cancel();
+  if (startup_timer_) startup_timer_->cancel();
   client_.close();
   if (upstream_) upstream_->close();
   pool_.give_back(front_.buf);

@@ -61,6 +61,10 @@ size_t SessionRegistry::size() {
 
 namespace {
 
+// Free buffers a loop keeps for its next busy sessions (two each at most): enough for a burst of
+// 32 active sessions per thread; past that they go back to malloc instead of pinning RSS forever.
+constexpr size_t kPooledBuffersPerThread = 64;
+
 int tls_version(const std::string& v) { return v == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION; }
 
 // Versions, TLS 1.2 cipher list and TLS 1.3 suites of one leg; `leg` names its config section in errors.
@@ -128,7 +132,7 @@ class Server {
     for (int i = 0; i < threads_; ++i) {
       loops_.push_back(std::make_unique<asio::io_context>(1));
       guards_.emplace_back(asio::make_work_guard(*loops_.back()));
-      pools_.push_back(std::make_unique<BufferPool>(cfg->limits.buffer_bytes, 256));
+      pools_.push_back(std::make_unique<BufferPool>(cfg->limits.buffer_bytes, kPooledBuffersPerThread));
     }
     ctx_.client_tls = make_client_tls(cfg->tls);
     ctx_.upstream_tls = make_upstream_tls(cfg->upstream_tls);

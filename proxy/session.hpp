@@ -48,6 +48,7 @@ struct Pipe {
   bool approved = false;         // the message at scan was held and released: relay it as is
   std::string inject;            // bytes predrop itself sends before going on
   bool stop_reading = false;     // the stream is beyond repair: relay what was decided, read no more
+  bool more_waiting = false;     // the last read filled the buffer: the socket probably has more
   uint64_t bytes = 0;
 };
 
@@ -74,6 +75,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void answer_ssl_request();
   void handle_cancel_packet(const std::string& packet);
   void connect_upstream();
+  void on_upstream_tcp(const boost::system::error_code& ec);
   void on_upstream_connected();
   void negotiate_upstream_tls();
   void send_startup_upstream();
@@ -83,7 +85,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_relay();
   void pump(Pipe& p);
   void start_read(Pipe& p);
+  bool prepare_read(Pipe& p);
+  bool read_now(Pipe& p);
+  void read_async(Pipe& p);
   void start_write(Pipe& p);
+  void on_written(Pipe& p, size_t n);
   enum class ScanResult { need_more, held, error };
   ScanResult scan(Pipe& p);
   size_t bytes_needed(Pipe& p, char type, size_t total);
@@ -118,7 +124,7 @@ class Session : public std::enable_shared_from_this<Session> {
   BufferPool& pool_;
   Transport client_;
   std::unique_ptr<Transport> upstream_;
-  asio::steady_timer startup_timer_;
+  std::unique_ptr<asio::steady_timer> startup_timer_;   // gone once relaying: idle sessions stay small
   Pipe front_{false};
   Pipe back_{true};
   std::string startup_packet_;
@@ -133,7 +139,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string fatal_;                 // an ErrorResponse waiting for the server's owed replies
   bool close_after_inject_ = false;
   bool watching_held_client_ = false;
-  std::optional<asio::steady_timer> fatal_timer_;
+  std::unique_ptr<asio::steady_timer> fatal_timer_;
 
   // Statement and transaction state, read off the wire.
   char txn_status_ = 'I';
@@ -153,8 +159,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool fail_closed_ = false;
   Clock::time_point hold_started_;
   std::shared_ptr<const parser::Facts> held_facts_;
-  capture::StatementContext held_ctx_;
-  std::optional<asio::steady_timer> hold_timer_;
+  // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
+  std::unique_ptr<capture::StatementContext> held_ctx_;
+  std::unique_ptr<asio::steady_timer> hold_timer_;
   std::vector<capture::PendingOutcome> pending_outcomes_;
 };
 

@@ -2,13 +2,15 @@
 // upstream connection (optionally TLS), after which authentication is simply relayed.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include "proxy/metrics.hpp"
 #include "proxy/session.hpp"
 
 namespace predrop::proxy {
 
 Session::Session(ProxyContext& ctx, tcp::socket client, BufferPool& pool)
-    : ctx_(ctx), cfg_(ctx.config()), pool_(pool), client_(std::move(client)), startup_timer_(client_.socket().get_executor()) {
+    : ctx_(ctx), cfg_(ctx.config()), pool_(pool), client_(std::move(client)) {
   boost::system::error_code ec;
   auto ep = client_.socket().remote_endpoint(ec);
   if (!ec) client_addr_ = ep.address().to_string();
@@ -25,8 +27,9 @@ Session::~Session() {
 void Session::start() {
   ctx_.registry.add(shared_from_this());
   registered_ = true;
-  startup_timer_.expires_after(std::chrono::milliseconds(cfg_->limits.startup_timeout_ms));
-  startup_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+  startup_timer_ = std::make_unique<asio::steady_timer>(executor());
+  startup_timer_->expires_after(std::chrono::milliseconds(cfg_->limits.startup_timeout_ms));
+  startup_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->relaying_ || self->closed_) return;
     self->fail_startup("08P01", "predrop: startup packet not received within " +
                                     std::to_string(self->cfg_->limits.startup_timeout_ms) + " ms");
@@ -152,6 +155,17 @@ void Session::fail_startup(std::string_view sqlstate, std::string message) {
 }
 
 void Session::connect_upstream() {
+  // A numeric upstream needs no resolver (asio runs getaddrinfo on a thread of its own: a
+  // round trip to another thread and its allocations for every client).
+  boost::system::error_code numeric_ec;
+  auto numeric = asio::ip::make_address(cfg_->upstream.host, numeric_ec);
+  if (!numeric_ec) {
+    upstream_ = std::make_unique<Transport>(tcp::socket(executor()));
+    metrics().server_connections.fetch_add(1);
+    upstream_->socket().async_connect(tcp::endpoint(numeric, cfg_->upstream.port),
+                                      [self = shared_from_this()](boost::system::error_code ec) { self->on_upstream_tcp(ec); });
+    return;
+  }
   auto resolver = std::make_shared<tcp::resolver>(executor());
   resolver->async_resolve(cfg_->upstream.host, std::to_string(cfg_->upstream.port),
                           [self = shared_from_this(), resolver](boost::system::error_code ec, tcp::resolver::results_type results) {
@@ -160,15 +174,27 @@ void Session::connect_upstream() {
     }
     self->upstream_ = std::make_unique<Transport>(tcp::socket(self->executor()));
     metrics().server_connections.fetch_add(1);
-    asio::async_connect(self->upstream_->socket(), results, [self](boost::system::error_code ec, const tcp::endpoint&) {
-      if (ec) {
-        return self->fail_startup("08006", "predrop: could not connect to upstream " + self->cfg_->upstream.to_string() + ": " + ec.message());
-      }
-      boost::system::error_code ignored;
-      self->upstream_->socket().set_option(tcp::no_delay(true), ignored);
-      self->on_upstream_connected();
-    });
+    asio::async_connect(self->upstream_->socket(), results,
+                        [self](boost::system::error_code ec, const tcp::endpoint&) { self->on_upstream_tcp(ec); });
   });
+}
+
+void Session::on_upstream_tcp(const boost::system::error_code& ec) {
+  if (ec) return fail_startup("08006", "predrop: could not connect to upstream " + cfg_->upstream.to_string() + ": " + ec.message());
+  boost::system::error_code ignored;
+  upstream_->socket().set_option(tcp::no_delay(true), ignored);
+  // The connect waited for writability, and asio then keeps EPOLLOUT registered for good: every
+  // bare ACK from the server would wake the loop for nothing. Register the socket afresh, for reads.
+  auto protocol = upstream_->socket().local_endpoint(ignored).protocol();
+  if (!ignored) {
+    auto fd = upstream_->socket().release(ignored);
+    if (!ignored) {
+      upstream_->socket().assign(protocol, fd, ignored);
+      if (ignored) ::close(fd);
+    }
+    if (ignored) return fail_startup("08006", "predrop: could not register the upstream connection: " + ignored.message());
+  }
+  on_upstream_connected();
 }
 
 void Session::on_upstream_connected() {

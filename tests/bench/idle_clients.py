@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """RSS of a proxy holding N idle client connections (perf-anchors.md section 3's method).
 
-    idle_clients.py --port P --pid PID [--steps 0,500,1000] [--settle 3] [--label predrop] [--cap 240]
+    idle_clients.py --port P --pid PID [--steps 0,250,500,1000] [--settle 3] [--label predrop] [--cap 240]
 
 Opens TCP connections to 127.0.0.1:P and completes the v3 startup handshake on each (StartupMessage
 user/database, trust auth expected) up to ReadyForQuery, then keeps them idle. After each step it waits
@@ -63,7 +63,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--pid", type=int, required=True)
-    ap.add_argument("--steps", default="0,500,1000")
+    ap.add_argument("--steps", default="0,250,500,1000")
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--label", default="proxy")
     ap.add_argument("--user", default="postgres")

@@ -94,14 +94,17 @@ def main():
         rows = []
         for target in ("predrop", "pgbouncer"):
             steps = rss.get(target, {})
-            base = steps.get(0, (None, None))[0]
+            base, base_anon = steps.get(0, (None, None))
             for n in sorted(steps):
                 vm, anon = steps[n]
                 delta = None if base is None or vm is None else vm - base
                 per = None if not n or delta is None else delta * 1024 / n
+                delta_anon = None if base_anon is None or anon is None else anon - base_anon
+                per_anon = None if not n or delta_anon is None else delta_anon * 1024 / n
                 rows.append([target, n, fmt(vm / 1024 if vm else None, "{:.2f} MB"), fmt(anon / 1024 if anon else None, "{:.2f} MB"),
-                             fmt(delta, "{:+,.0f} kB") if n else "-", fmt(per, "{:,.0f} B")])
-        table(["proxy", "clients", "VmRSS", "RssAnon", "delta vs 0", "per client"], rows)
+                             fmt(delta, "{:+,.0f} kB") if n else "-", fmt(per, "{:,.0f} B"), fmt(per_anon, "{:,.0f} B")])
+        table(["proxy", "clients", "VmRSS", "RssAnon", "VmRSS delta vs 0", "per client (VmRSS)", "per client (RssAnon)"], rows)
+        print("per client = (RSS with N idle clients - RSS of the same process with 0) / N; target: VmRSS per client <= 4096 B\n")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,16 @@
 #   1. pgbench -S for 'BENCH_CLIENTS' x 'BENCH_MODES', BENCH_SECONDS each (-j 2; -j 1 for -c 1),
 #      with the proxies' CPU per transaction from /proc/PID/stat
 #   2. COPY OUT and COPY IN of ~BENCH_COPY_MB MB (unlogged tables), wall time with date +%s.%N
-#   3. RSS of a fresh predrop and a fresh pgbouncer holding BENCH_IDLE_STEPS idle clients
+#   3. RSS of a fresh predrop and a fresh pgbouncer holding BENCH_IDLE_STEPS idle clients; per client is
+#      (RSS with N idle - RSS of the same process with 0 sessions) / N at each N, so the first sessions'
+#      one-off costs (arenas, pools, code first touched) count against them, not only the marginal ones
 # Results go to $BENCH_WORK/results.tsv (format in report.py); report.py prints the tables.
 # No assertions on timings: a failed transaction or a wrong row count is reported, not judged.
 #
 # Environment (set by scripts/bench.sh): PGHOST PGPORT (direct), PGB_PORT PGB_PID, PREDROP_PORT
 # PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CLIENTS ("1 16 64"),
 # BENCH_MODES ("simple prepared"), BENCH_REPS (1), BENCH_SCALE (10), BENCH_WARMUP (5),
-# BENCH_COPY_MB (150), BENCH_COPY_REPS (3), BENCH_IDLE_STEPS ("0,500,1000"), BENCH_SKIP (words of
+# BENCH_COPY_MB (150), BENCH_COPY_REPS (3), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
 # pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,7 +27,7 @@ SCALE=${BENCH_SCALE:-10}
 WARMUP=${BENCH_WARMUP:-5}
 COPY_MB=${BENCH_COPY_MB:-150}
 COPY_REPS=${BENCH_COPY_REPS:-3}
-IDLE_STEPS=${BENCH_IDLE_STEPS:-0,500,1000}
+IDLE_STEPS=${BENCH_IDLE_STEPS:-0,250,500,1000}
 SKIP=" ${BENCH_SKIP:-} "
 results=$BENCH_WORK/results.tsv
 : >"$results"
