@@ -26,30 +26,29 @@ PgConn::~PgConn() { close(); }
 void PgConn::close() {
   ++generation_;
   done_ = nullptr;
-  if (sd_) {
-    // The descriptor belongs to libpq: stop waiting on it, hand it back, let PQfinish close it.
-    boost::system::error_code ec;
-    sd_->cancel(ec);
-    sd_->release();
-    sd_.reset();
-  }
-  fd_ = -1;
+  forget_socket();
   if (conn_) {
     PQfinish(conn_);
     conn_ = nullptr;
   }
 }
 
-void PgConn::sync_socket() {
-  // libpq may open a new socket while connecting (another host address, SSL fallback).
-  int fd = conn_ ? PQsocket(conn_) : -1;
-  if (fd == fd_) return;
+void PgConn::forget_socket() {
+  // The descriptor belongs to libpq: stop waiting on it and hand it back (PQfinish closes it).
   if (sd_) {
     boost::system::error_code ec;
     sd_->cancel(ec);
     sd_->release();
     sd_.reset();
   }
+  fd_ = -1;
+}
+
+void PgConn::sync_socket() {
+  // libpq may open a new socket while connecting (another host address, SSL fallback).
+  int fd = conn_ ? PQsocket(conn_) : -1;
+  if (fd == fd_) return;
+  forget_socket();
   fd_ = fd;
   if (fd >= 0) sd_.emplace(io_, fd);
 }
@@ -71,13 +70,7 @@ void PgConn::poll_connect(PostgresPollingStatusType st) {
   // libpq may close its socket and open another that gets the same number (sslmode=prefer
   // retrying without TLS after the server refused the login): register afresh at every step, or
   // the wait stays on the closed socket until the connect timeout.
-  if (sd_) {
-    boost::system::error_code ec;
-    sd_->cancel(ec);
-    sd_->release();
-    sd_.reset();
-  }
-  fd_ = -1;
+  forget_socket();
   sync_socket();
   if (st == PGRES_POLLING_OK) {
     PQsetnonblocking(conn_, 1);

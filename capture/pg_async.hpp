@@ -62,6 +62,7 @@ class PgConn : public std::enable_shared_from_this<PgConn> {
 
  private:
   void close();
+  void forget_socket();
   void sync_socket();
   void poll_connect(PostgresPollingStatusType st);
   void flush();

@@ -170,6 +170,29 @@ def check_fail_open(h, label, table, conn=None):
     h.check(not h.exists("public." + table), "%s: %s was dropped (fail open)" % (label, table))
 
 
+def check_resumed(h, label, table):
+    """After a fault is mended, a DROP in the same predrop process gets its snapshot again."""
+    oid = h.oid("public." + table)
+    err, ms = drop_through(h, table)
+    h.check(err is None, "%s: DROP TABLE %s succeeded (%.0f ms)" % (label, table, ms), err)
+    h.check_event("public", table, "written", oid=oid, label="%s: %s" % (label, table))
+    h.check_captured_before_drop(h.truth("objid = %s", (oid,)), label + ": ")
+
+
+def with_private_cluster(h, name, database, run):
+    """run(h, cluster) on a cluster of this test's own holding DATABASE; the cluster is stopped after."""
+    import psycopg2
+    cl = Cluster(os.path.join(h.work, name))
+    try:
+        c = psycopg2.connect(cl.conninfo())
+        c.autocommit = True
+        c.cursor().execute('CREATE DATABASE "%s"' % database.replace('"', '""'))
+        c.close()
+        run(h, cl)
+    finally:
+        cl.destroy()
+
+
 def miss_counters(h):
     return {k: int(h.metric("predrop_snapshots_total", 'outcome="%s"' % k) or 0)
             for k in ("timeout", "store_error", "capture_error", "written")}

@@ -35,14 +35,6 @@ def check_miss(h, hist, label, table):
     return rows
 
 
-def check_resumed(h, label, table):
-    oid = h.oid("public." + table)
-    err, ms = faultlib.drop_through(h, table)
-    h.check(err is None, "%s: DROP TABLE %s succeeded (%.0f ms)" % (label, table, ms), err)
-    h.check_event("public", table, "written", oid=oid, label="%s: %s" % (label, table))
-    h.check_captured_before_drop(h.truth("objid = %s", (oid,)), label + ": ")
-
-
 def test(h):
     tables = ("badpw_t", "norole_t", "norole_ok", "relay_warm", "unreach_t", "unreach_t2", "unreach_ok")
     h.exec("".join("CREATE TABLE %s (a int, b text); INSERT INTO %s VALUES (1, 'x');" % (t, t) for t in tables))
@@ -66,7 +58,7 @@ def test(h):
     try:
         check_miss(h, hist, "capture role missing", "norole_t")
         h._admin_conn("CREATE ROLE %s LOGIN SUPERUSER" % role)
-        check_resumed(h, "capture role created", "norole_ok")
+        faultlib.check_resumed(h, "capture role created", "norole_ok")
         h.check(h.p.pid == pid and h.p.alive(), "capture role: one predrop process throughout")
     finally:
         h.stop_predrop()
@@ -86,7 +78,7 @@ def test(h):
         check_miss(h, hist, "capture database unreachable", "unreach_t")
         check_miss(h, hist, "capture database still unreachable", "unreach_t2")
         relay.start()
-        check_resumed(h, "capture database reachable again", "unreach_ok")
+        faultlib.check_resumed(h, "capture database reachable again", "unreach_ok")
         h.check(h.p.pid == pid and h.p.alive(), "capture unreachable: one predrop process throughout")
     finally:
         relay.stop()

@@ -34,14 +34,6 @@ def check_miss(h, hist, label, table, expect):
     return oid
 
 
-def check_resumed(h, label, table):
-    oid = h.oid("public." + table)
-    err, ms = faultlib.drop_through(h, table)
-    h.check(err is None, "%s: DROP TABLE %s succeeded (%.0f ms)" % (label, table, ms), err)
-    h.check_event("public", table, "written", oid=oid, label="%s: %s" % (label, table))
-    h.check_captured_before_drop(h.truth("objid = %s", (oid,)), label + ": ")
-
-
 def test(h):
     tables = ("slow_t", "slow_t2", "slow_ok", "lock_t", "lock_ok", "full_t", "full_ok", "ok_t")
     h.exec("".join("CREATE TABLE %s (a int, b text); INSERT INTO %s VALUES (1, 'x');" % (t, t) for t in tables))
@@ -61,7 +53,7 @@ def test(h):
     check_miss(h, hist, "slow store", "slow_t", ("timeout",))
     check_miss(h, hist, "slow store again", "slow_t2", ("timeout",))
     h.exec("DROP TRIGGER fault_slow ON predrop.schema_snapshots", db=h.store_db)
-    check_resumed(h, "slow store fixed", "slow_ok")
+    faultlib.check_resumed(h, "slow store fixed", "slow_ok")
 
     # ---- locked ----
     locker = h.connect(h.store_db, autocommit=False)
@@ -72,13 +64,13 @@ def test(h):
     finally:
         locker.rollback()
         locker.close()
-    check_resumed(h, "lock released", "lock_ok")
+    faultlib.check_resumed(h, "lock released", "lock_ok")
 
     # ---- full: every new snapshot row violates a constraint ----
     h.exec("ALTER TABLE predrop.schema_snapshots ADD CONSTRAINT fault_full CHECK (false) NOT VALID", db=h.store_db)
     check_miss(h, hist, "full store", "full_t", ("store_error",))
     h.exec("ALTER TABLE predrop.schema_snapshots DROP CONSTRAINT fault_full", db=h.store_db)
-    check_resumed(h, "store has room again", "full_ok")
+    faultlib.check_resumed(h, "store has room again", "full_ok")
 
     # a snapshot written late (after the drop it should have preceded) would lie about the order
     truth = {t[1]: t[4] for t in h.truth()}

@@ -6,7 +6,6 @@ timeout, the miss is counted (/metrics) and logged (the ledger is in the dead st
 answers again a later DROP gets a written snapshot and ledger row, from the same predrop process,
 and the ledger rows of the misses arrive from predrop's bounded retry queue.
 """
-import os
 
 import psycopg2
 
@@ -64,18 +63,10 @@ def check_written(h, cl, label, table, oid):
 
 
 def test(h):
-    cl = faultlib.Cluster(os.path.join(h.work, "store-pg"))
-    try:
-        run(h, cl)
-    finally:
-        cl.destroy()
+    faultlib.with_private_cluster(h, "store-pg", "predrop_store", run)
 
 
 def run(h, cl):
-    c = psycopg2.connect(cl.conninfo())
-    c.autocommit = True
-    c.cursor().execute("CREATE DATABASE predrop_store")
-    c.close()
     cl.stop("immediate")
     h.exec("".join("CREATE TABLE %s (a int, b text); INSERT INTO %s VALUES (1, 'x'); ANALYZE %s;" % (t, t, t)
                    for t in ("down_start", "back1", "killed1", "killed2", "back2")))

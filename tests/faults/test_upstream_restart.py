@@ -5,7 +5,6 @@ of a statement. Each client gets a clean error (libpq reports it; no hang), reco
 same predrop process, and a DROP after the restart gets a written snapshot (the capture connections
 to the restarted server are replaced by themselves).
 """
-import os
 import threading
 import time
 
@@ -38,18 +37,10 @@ def describe(e):
 
 
 def test(h):
-    cl = faultlib.Cluster(os.path.join(h.work, "upstream-pg"))
-    try:
-        run(h, cl)
-    finally:
-        cl.destroy()
+    faultlib.with_private_cluster(h, "upstream-pg", h.db, run)
 
 
 def run(h, cl):
-    c = psycopg2.connect(cl.conninfo())
-    c.autocommit = True
-    c.cursor().execute("CREATE DATABASE %s" % h.db)
-    c.close()
     c = psycopg2.connect(cl.conninfo(h.db))
     c.autocommit = True
     c.cursor().execute("".join("CREATE TABLE %s (a int); INSERT INTO %s VALUES (1);" % (t, t)

@@ -16,7 +16,9 @@ class BadInput : public ::testing::Test {
  protected:
   void SetUp() override { PTEST_START(proxy_); }
   void TearDown() override {
-    if (proxy_.pid() > 0) PTEST_EXPECT_ALIVE(proxy_);
+    if (proxy_.pid() > 0) {
+      PTEST_EXPECT_ALIVE(proxy_);
+    }
   }
   RawConn started_session() {
     RawConn c = proxy_.connect();
@@ -213,7 +215,9 @@ class BadInputTls : public ::testing::Test {
     PTEST_START(proxy_, PredropOptions::with_config("tls:\n  cert_file: " + cert_ + "\n  key_file: " + key_ + "\n"));
   }
   void TearDown() override {
-    if (proxy_.pid() > 0) PTEST_EXPECT_ALIVE(proxy_);
+    if (proxy_.pid() > 0) {
+      PTEST_EXPECT_ALIVE(proxy_);
+    }
     std::remove(cert_.c_str());
     std::remove(key_.c_str());
   }

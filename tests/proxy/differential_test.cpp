@@ -12,7 +12,9 @@ class Differential : public ::testing::Test {
  protected:
   void SetUp() override { PTEST_START(proxy_); }
   void TearDown() override {
-    if (proxy_.pid() > 0) PTEST_EXPECT_ALIVE(proxy_);
+    if (proxy_.pid() > 0) {
+      PTEST_EXPECT_ALIVE(proxy_);
+    }
   }
   PredropProcess proxy_;
 };

@@ -37,7 +37,9 @@ class Lifecycle : public ::testing::Test {
  protected:
   void SetUp() override { PTEST_START(proxy_); }
   void TearDown() override {
-    if (proxy_.pid() > 0) PTEST_EXPECT_ALIVE(proxy_);
+    if (proxy_.pid() > 0) {
+      PTEST_EXPECT_ALIVE(proxy_);
+    }
   }
   PredropProcess proxy_;
 };
