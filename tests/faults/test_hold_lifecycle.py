@@ -81,6 +81,16 @@ def drop_in_thread(h, table):
     return t, result
 
 
+def sigterm_during_hold(h, p, label, t, res):
+    """SIGTERM predrop while the DROP of thread T is held; predrop must exit, the client must return."""
+    if wait_hold(h, label):
+        t0 = time.monotonic()
+        clean = p.stop(15)
+        print("# %s: predrop exited %.1f s after SIGTERM; client: %s" % (label, time.monotonic() - t0, res))
+        h.check(clean, "%s: predrop exited on the SIGTERM" % label)
+    t.join(20)
+
+
 def test(h):
     tables = ("disconnect_t", "term_relay_t", "term_cut_t")
     h.exec("".join("CREATE TABLE %s (a int, b text); INSERT INTO %s VALUES (1, 'x');" % (t, t) for t in tables))
@@ -105,12 +115,7 @@ def test(h):
     # ---- SIGTERM, the drain (30 s default) outlasts the hold: relayed after its snapshot ----
     label = "SIGTERM during the hold, long drain"
     t, res = drop_in_thread(h, "term_relay_t")
-    if wait_hold(h, label):
-        t0 = time.monotonic()
-        clean = p.stop(15)
-        print("# %s: predrop exited %.1f s after SIGTERM; client: %s" % (label, time.monotonic() - t0, res))
-        h.check(clean, "%s: predrop exited on the SIGTERM" % label)
-    t.join(20)
+    sigterm_during_hold(h, p, label, t, res)
     h.check(res.get("ok"), "%s: the client saw the DROP succeed" % label, res)
     check_dropped_after_snapshot(h, label, "term_relay_t", oids["term_relay_t"])
     h.instances.remove(p)
@@ -120,12 +125,7 @@ def test(h):
     slow_store(h, 4)
     p = h.start_predrop("--hold-timeout-ms", "20000", "--no-migrate", config="limits:\n  drain_timeout_ms: 500\n")
     t, res = drop_in_thread(h, "term_cut_t")
-    if wait_hold(h, label):
-        t0 = time.monotonic()
-        clean = p.stop(15)
-        print("# %s: predrop exited %.1f s after SIGTERM; client: %s" % (label, time.monotonic() - t0, res))
-        h.check(clean, "%s: predrop exited on the SIGTERM" % label)
-    t.join(20)
+    sigterm_during_hold(h, p, label, t, res)
     h.check("error" in res, "%s: the client got an error (not a success, not a hang)" % label, res)
     h.wait_for(lambda: not hold_in_progress(h), timeout=10)
     time.sleep(0.5)

@@ -10,18 +10,12 @@ and the ledger rows of the misses arrive from predrop's bounded retry queue.
 import psycopg2
 
 import faultlib
+import holdlib
 from faultlib import HOLD_TIMEOUT_MS, HOLD_BOUND_S
 
 
 def store_rows(cl, sql, params=()):
-    c = psycopg2.connect(cl.conninfo("predrop_store"), connect_timeout=5)
-    try:
-        with c.cursor() as cur:
-            cur.execute(sql, params)
-            cols = [d[0] for d in cur.description]
-            return [dict(zip(cols, r)) for r in cur.fetchall()]
-    finally:
-        c.close()
+    return holdlib.fetch_dicts(psycopg2.connect(cl.conninfo("predrop_store"), connect_timeout=5), sql, params)
 
 
 def store_migrated(cl):

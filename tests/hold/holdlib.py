@@ -62,6 +62,17 @@ def free_port():
     return p
 
 
+
+def fetch_dicts(conn, sql, params=()):
+    """Rows of SQL as dicts keyed by column name; closes CONN."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
+    finally:
+        conn.close()
+
 class Run:
     def __init__(self, rc, out, err, secs):
         self.rc, self.out, self.err, self.secs = rc, out, err, secs
@@ -285,14 +296,7 @@ class Hold:
                            " AND (" + where + ") ORDER BY occurred_at", (self.db,) + tuple(params or ()))
 
     def _dicts(self, sql, params):
-        c = self.connect(self.store_db)
-        try:
-            with c.cursor() as cur:
-                cur.execute(sql, params)
-                cols = [d[0] for d in cur.description]
-                return [dict(zip(cols, r)) for r in cur.fetchall()]
-        finally:
-            c.close()
+        return fetch_dicts(self.connect(self.store_db), sql, params)
 
     def wait_for(self, fn, timeout=10.0, interval=0.1):
         """Poll fn() until truthy or timeout; returns its last value."""
