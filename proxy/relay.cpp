@@ -3,6 +3,9 @@
 // looked at; everything else streams through in buffer-sized pieces.
 #include <spdlog/spdlog.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -15,6 +18,7 @@ namespace predrop::proxy {
 
 void Session::start_relay() {
   relaying_ = true;
+  counters_ = &relay_counters();
   startup_timer_.reset();
   // The relay's own reads and writes never block: would_block sends it back to the reactor.
   boost::system::error_code ec;
@@ -23,8 +27,36 @@ void Session::start_relay() {
   spdlog::info("session start client={} user={} database={} application_name={} tls={}", client_addr_, params_.get("user"),
                params_.get("database").empty() ? params_.get("user") : params_.get("database"),
                params_.get("application_name"), client_.is_tls() ? "on" : "off");
+  front_.watched = ReadinessWatch::kAvailable && !client_.is_tls();
+  back_.watched = ReadinessWatch::kAvailable && !upstream_->is_tls();
+  // Bytes may have landed before the watches were armed.
+  front_.edge = back_.edge = true;
+  // An edge-triggered watch must not stop reading while an EOF waits behind the last bytes:
+  // TCP_INQ reports, with each read, what is still queued (an EOF counts as one byte).
+  for (Pipe* p : {&front_, &back_}) {
+    int on = 1;
+    p->inq = p->watched && ::setsockopt(source(*p).socket().native_handle(), SOL_TCP, TCP_INQ, &on, sizeof on) == 0;
+  }
   pump(front_);
   pump(back_);
+  arm_watch(front_);
+  arm_watch(back_);
+}
+
+void Session::arm_watch(Pipe& p) {
+  if (!p.watched || closed_ || p.closed || p.stop_reading) return;
+  p.watch.arm(source(p).relay_socket(), p.backend ? &Session::on_back_readable : &Session::on_front_readable, this,
+              [this] { return shared_from_this(); });
+}
+
+void Session::on_readable(Pipe& p, const boost::system::error_code& ec) {
+  if (closed_) return;
+  if (ec) return on_pipe_eof(p, ec);
+  p.edge = true;
+  if (p.watch.events() & (EPOLLHUP | EPOLLERR)) p.hangup = true;
+  if (!p.backend && holding_ && client_left_during_hold()) return;
+  pump(p);
+  arm_watch(p);
 }
 
 void Session::pump(Pipe& p) {
@@ -49,20 +81,27 @@ void Session::pump(Pipe& p) {
 
 // A client that leaves during a hold must never have its statement relayed. Nothing is read
 // while holding (the buffer is not touched), so peek: a closed socket reads as 0 bytes.
+// A watched client socket needs nothing more: its readiness watch stays armed and peeks.
 void Session::watch_held_client() {
-  if (watching_held_client_) return;
+  if (front_.watched || watching_held_client_) return;
   watching_held_client_ = true;
   client_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
     self->watching_held_client_ = false;
     if (ec || self->closed_ || !self->holding_) return;
-    char byte;
-    ssize_t n = ::recv(self->client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      spdlog::info("session {}: client left during a hold; the held statement is discarded", self->client_addr_);
-      return self->close("client left during a hold");
-    }
-    // More bytes are waiting (the client pipelined): they queue behind the held message.
+    self->client_left_during_hold();
   });
+}
+
+bool Session::client_left_during_hold() {
+  char byte;
+  ssize_t n = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    spdlog::info("session {}: client left during a hold; the held statement is discarded", client_addr_);
+    close("client left during a hold");
+    return true;
+  }
+  // More bytes are waiting (the client pipelined): they queue behind the held message.
+  return false;
 }
 
 void Session::maybe_release_buffer(Pipe& p) {
@@ -78,6 +117,14 @@ void Session::maybe_release_buffer(Pipe& p) {
 void Session::start_read(Pipe& p) {
   Transport& src = source(p);
   if (p.stop_reading) return maybe_release_buffer(p);
+  if (p.watched) {
+    // The watch announces new bytes; a full last read means more may already be waiting.
+    if (p.edge || p.more_waiting || p.hangup) {
+      p.edge = p.more_waiting = false;
+      if (read_now(p)) return;
+    }
+    return maybe_release_buffer(p);
+  }
   // A full last read means more is probably waiting (a COPY, a large result): read again now.
   if (p.more_waiting && p.buf && !src.is_tls()) {
     p.more_waiting = false;
@@ -116,20 +163,43 @@ bool Session::prepare_read(Pipe& p) {
 // or a full buffer); false: nothing there yet, and the caller goes back to waiting.
 bool Session::read_now(Pipe& p) {
   if (closed_) return true;
-  if (!prepare_read(p)) return true;
-  boost::system::error_code ec;
+  if (!prepare_read(p)) {
+    p.edge = p.watched;   // full while held: read when it is released
+    return true;
+  }
   size_t room = p.buf.capacity() - p.end;
-  size_t n = source(p).socket().read_some(asio::buffer(p.buf.data() + p.end, room), ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again || ec == asio::error::interrupted) {
+  iovec iov{p.buf.data() + p.end, room};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (p.inq) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  ssize_t got;
+  do got = ::recvmsg(source(p).socket().native_handle(), &msg, 0);
+  while (got < 0 && errno == EINTR);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     maybe_release_buffer(p);
     return false;
   }
-  if (ec) {
-    on_pipe_eof(p, ec);
+  if (got <= 0) {
+    on_pipe_eof(p, got == 0 ? boost::system::error_code(asio::error::eof)
+                            : boost::system::error_code(errno, boost::system::system_category()));
     return true;
   }
+  size_t n = static_cast<size_t>(got);
   p.end += n;
-  p.more_waiting = n == room;
+  if (p.inq) {
+    int queued = 1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_TCP && c->cmsg_type == TCP_CM_INQ) std::memcpy(&queued, CMSG_DATA(c), sizeof queued);
+    p.more_waiting = queued > 0;
+  } else {
+    // Without TCP_INQ a watched socket is read until it says EAGAIN.
+    p.more_waiting = p.watched || n == room;
+  }
   pump(p);
   return true;
 }
@@ -151,8 +221,8 @@ void Session::read_async(Pipe& p) {
 }
 
 void Session::start_write(Pipe& p) {
-  auto self = shared_from_this();
   if (!p.inject.empty() && p.scan == p.begin) {
+    auto self = shared_from_this();
     p.writing = true;
     auto bytes = std::make_shared<std::string>(std::move(p.inject));
     p.inject.clear();
@@ -168,16 +238,15 @@ void Session::start_write(Pipe& p) {
   size_t n = p.scan - p.begin;
   size_t done = 0;
   if (!sink(p).is_tls()) {
-    boost::system::error_code ec;
-    done = sink(p).socket().write_some(asio::buffer(p.buf.data() + p.begin, n), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again || ec == asio::error::interrupted) {
-      done = 0;
-    } else if (ec) {
-      return close("write failed");
-    }
+    ssize_t sent;
+    do sent = ::send(sink(p).socket().native_handle(), p.buf.data() + p.begin, n, MSG_NOSIGNAL);
+    while (sent < 0 && errno == EINTR);
+    if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return close("write failed");
+    done = sent < 0 ? 0 : static_cast<size_t>(sent);
     if (done == n) return on_written(p, n);
   }
   // The socket is full (a slow reader): the rest leaves when it drains.
+  auto self = shared_from_this();
   p.writing = true;
   sink(p).async_write(asio::buffer(p.buf.data() + p.begin + done, n - done),
                       [this, self, &p, n](boost::system::error_code ec, size_t) {
@@ -191,7 +260,7 @@ void Session::start_write(Pipe& p) {
 void Session::on_written(Pipe& p, size_t n) {
   p.begin += n;
   p.bytes += n;
-  relay_counters().add_bytes(p.backend, n);
+  counters_->add_bytes(p.backend, n);
   if (client_terminated_ && !p.backend && p.begin == p.end) return close("client terminated");
   if (!p.backend && !fatal_.empty()) maybe_send_fatal();
   pump(p);
@@ -263,7 +332,7 @@ Session::ScanResult Session::scan(Pipe& p) {
         spdlog::warn("session {}: a {}-byte statement is larger than limits.max_inspect_bytes and is relayed uninspected",
                      client_addr_, total);
       }
-      relay_counters().add_message(p.backend);
+      counters_->add_message(p.backend);
       size_t n = std::min(total, avail);
       p.scan += n;
       p.pass_remaining = total - n;
@@ -282,7 +351,7 @@ Session::ScanResult Session::scan(Pipe& p) {
       }
       return ScanResult::need_more;
     }
-    relay_counters().add_message(p.backend);
+    counters_->add_message(p.backend);
     Verdict v;
     if (p.backend) {
       v = inspect_backend(p, type, msg, total);

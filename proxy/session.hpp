@@ -13,6 +13,8 @@
 
 #include "proxy/buffer_pool.hpp"
 #include "proxy/context.hpp"
+#include "proxy/metrics.hpp"
+#include "proxy/readiness.hpp"
 #include "proxy/transport.hpp"
 #include "proxy/wire.hpp"
 
@@ -49,6 +51,13 @@ struct Pipe {
   std::string inject;            // bytes predrop itself sends before going on
   bool stop_reading = false;     // the stream is beyond repair: relay what was decided, read no more
   bool more_waiting = false;     // the last read filled the buffer: the socket probably has more
+  // Plaintext sources are watched by a ReadinessWatch that stays armed while relaying: one
+  // completion per edge, and `edge` remembers it until the pipe can read again.
+  bool watched = false;
+  bool edge = false;
+  bool hangup = false;           // the watch saw EPOLLHUP/EPOLLERR: read until the error shows
+  bool inq = false;              // TCP_INQ tells after each read whether bytes or an EOF still wait
+  ReadinessWatch watch;
   uint64_t bytes = 0;
 };
 
@@ -103,6 +112,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void close(std::string_view why);
   void maybe_release_buffer(Pipe& p);
   void watch_held_client();
+  bool client_left_during_hold();
+  void arm_watch(Pipe& p);
+  void on_readable(Pipe& p, const boost::system::error_code& ec);
+  static void on_front_readable(void* s, const boost::system::error_code& ec) {
+    static_cast<Session*>(s)->on_readable(static_cast<Session*>(s)->front_, ec);
+  }
+  static void on_back_readable(void* s, const boost::system::error_code& ec) {
+    static_cast<Session*>(s)->on_readable(static_cast<Session*>(s)->back_, ec);
+  }
   Transport& source(Pipe& p) { return p.backend ? *upstream_ : client_; }
   Transport& sink(Pipe& p) { return p.backend ? client_ : *upstream_; }
 
@@ -120,6 +138,7 @@ class Session : public std::enable_shared_from_this<Session> {
                      std::string table = {});
 
   ProxyContext& ctx_;
+  RelayCounters* counters_ = nullptr;   // its loop thread's, from start_relay on (a session never changes thread)
   std::shared_ptr<const policy::Config> cfg_;   // the policy in force when the session started
   BufferPool& pool_;
   Transport client_;

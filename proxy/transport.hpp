@@ -5,10 +5,9 @@
 #include <boost/asio/ssl.hpp>
 #include <memory>
 
-namespace predrop::proxy {
+#include "proxy/readiness.hpp"
 
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
+namespace predrop::proxy {
 
 class Transport {
  public:
@@ -17,6 +16,7 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
 
   tcp::socket& socket() { return socket_; }
+  RelaySocket& relay_socket() { return socket_; }
   bool is_tls() const { return static_cast<bool>(tls_); }
   asio::ssl::stream<tcp::socket&>* tls() { return tls_.get(); }
   asio::ssl::stream<tcp::socket&>& enable_tls(asio::ssl::context& ctx) {
@@ -49,7 +49,7 @@ class Transport {
   bool is_open() const { return socket_.is_open(); }
 
  private:
-  tcp::socket socket_;
+  RelaySocket socket_;
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls_;
 };
 

@@ -115,6 +115,32 @@ TEST_F(Lifecycle, ClientVanishesMidQueryBackendGoesAway) {
   }
 }
 
+// The bytes and the end of a connection often reach predrop in one readiness edge. Behind half a
+// message nothing else will ever announce that end, so predrop has to see it in that edge.
+TEST_F(Lifecycle, ClientVanishingRightAfterHalfAMessageIsNoticed) {
+  RawConn admin = direct_admin();
+  std::vector<uint32_t> pids;
+  for (int i = 0; i < 40; ++i) {
+    RawConn c = proxy_.connect();
+    auto s = c.startup(default_params("ptest-vanish-half"));
+    ASSERT_TRUE(s.ok) << (s.error ? s.error->message : c.last_error());
+    pids.push_back(c.backend_pid(s));
+    std::string big = msg::parse("", "SELECT '" + std::string(100 * 1024, 'h') + "'");
+    ASSERT_TRUE(c.send(std::string_view(big).substr(0, big.size() / 2 + i)));
+    if (i % 2) c.abort();
+    else c.close();
+  }
+  auto alive = [&] {
+    int n = 0;
+    for (auto pid : pids) n += backend_alive(admin, pid) ? 1 : 0;
+    return n;
+  };
+  auto t0 = Clock::now();
+  while (alive() > 0 && ms_since(t0) < 8000) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(alive(), 0) << "upstream backends still connected " << ms_since(t0)
+                        << " ms after their clients left in the middle of a message";
+}
+
 TEST_F(Lifecycle, ClientVanishesWhileIdleBackendGoesAway) {
   RawConn admin = direct_admin();
   RawConn c = proxy_.connect();
