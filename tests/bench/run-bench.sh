@@ -12,8 +12,8 @@
 #
 # Environment (set by scripts/bench.sh): PGHOST PGPORT (direct), PGB_PORT PGB_PID, PREDROP_PORT
 # PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CLIENTS ("1 16 64"),
-# BENCH_MODES ("simple prepared"), BENCH_REPS (1), BENCH_SCALE (10), BENCH_WARMUP (5),
-# BENCH_COPY_MB (150), BENCH_COPY_REPS (3), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
+# BENCH_MODES ("simple prepared"), BENCH_REPS (3), BENCH_SCALE (10), BENCH_WARMUP (5),
+# BENCH_COPY_MB (150), BENCH_COPY_REPS (5), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
 # pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,11 +22,13 @@ support=$(cd "$here/../support" && pwd)
 SECONDS_PER_RUN=${BENCH_SECONDS:-15}
 CLIENTS=${BENCH_CLIENTS:-1 16 64}
 MODES=${BENCH_MODES:-simple prepared}
-REPS=${BENCH_REPS:-1}
+# Medians of several interleaved runs: on this 2-core VM two identical 15 s runs of one cell differ
+# by up to 15 %, more than the differences being measured.
+REPS=${BENCH_REPS:-3}
 SCALE=${BENCH_SCALE:-10}
 WARMUP=${BENCH_WARMUP:-5}
 COPY_MB=${BENCH_COPY_MB:-150}
-COPY_REPS=${BENCH_COPY_REPS:-3}
+COPY_REPS=${BENCH_COPY_REPS:-5}
 IDLE_STEPS=${BENCH_IDLE_STEPS:-0,250,500,1000}
 SKIP=" ${BENCH_SKIP:-} "
 results=$BENCH_WORK/results.tsv
