@@ -118,7 +118,8 @@ void Session::start_read(Pipe& p) {
   Transport& src = source(p);
   if (p.stop_reading) return maybe_release_buffer(p);
   if (p.watched) {
-    // The watch announces new bytes; a full last read means more may already be waiting.
+    // The watch announces new bytes; more_waiting: the last read left bytes or an EOF queued;
+    // hangup: read until the reset or EOF shows, since no further edge will announce it.
     if (p.edge || p.more_waiting || p.hangup) {
       p.edge = p.more_waiting = false;
       if (read_now(p)) return;
