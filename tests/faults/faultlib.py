@@ -198,6 +198,42 @@ def miss_counters(h):
             for k in ("timeout", "store_error", "capture_error", "written")}
 
 
+MISS_OUTCOMES = ("timeout", "store_error", "capture_error")
+
+
+def check_miss(h, hist, label, table, expect, by_name=False, no_snapshot=False):
+    """DROP TABLE `table` while a fault is in place and check the fail-open miss everywhere it is recorded:
+    the client's DROP succeeded, the hold histogram and predrop_snapshots_total counted it, the ledger has
+    exactly one miss row for the table, with an outcome in `expect` and hold_ms <= hold_timeout_ms + 100,
+    and the log says so. by_name: find the row by table name (a failed capture never learns the OID);
+    no_snapshot: no snapshot of the table may exist either. Returns the ledger rows found."""
+    oid = h.oid("public." + table)
+    before_hist, before = hist.read(), miss_counters(h)
+    log_start = log_length(h)
+    check_fail_open(h, label, table)
+    hist.check_since(before_hist, label)
+    where = ("table_name = %s", (table,)) if by_name else ("table_oid = %s", (oid,))
+    rows = h.wait_for(lambda: [e for e in h.events(*where)
+                               if e["outcome"] in MISS_OUTCOMES and e["hold_ms"] is not None], timeout=10)
+    allrows = [(e["outcome"], e["table_name"], e["hold_ms"], e["error"]) for e in h.events("table_name = %s", (table,))]
+    h.check(len(rows) == 1 and rows[0]["outcome"] in expect and rows[0]["table_name"] == table,
+            "%s: exactly one ledger row for %s, outcome in %s" % (label, table, expect), allrows)
+    if rows:
+        print("# %s: ledger %s: %s" % (label, rows[0]["outcome"], rows[0]["error"]))
+        h.check(rows[0]["hold_ms"] <= HOLD_TIMEOUT_MS + 100,
+                "%s: recorded hold_ms %.1f <= %d" % (label, rows[0]["hold_ms"], HOLD_TIMEOUT_MS + 100), rows[0]["hold_ms"])
+    if no_snapshot:
+        h.check(not h.snapshots("table_oid = %s", (oid,)), "%s: no snapshot of %s" % (label, table))
+    after = miss_counters(h)
+    h.check(sum(after[k] - before[k] for k in expect) >= 1,
+            "%s: predrop_snapshots_total{outcome=%s} counted the miss" % (label, "|".join(expect)), (before, after))
+    lines = h.wait_for(lambda: log_lines(h, *("snapshot %s" % k for k in expect), start=log_start), timeout=5)
+    h.check(bool(lines), "%s: the miss is logged" % label, h.log_text()[-1200:])
+    if lines:
+        print("# log: " + lines[-1])
+    return rows
+
+
 def log_lines(h, *needles, start=0):
     return [l for l in h.log_text().splitlines()[start:] if any(n in l for n in needles)]
 

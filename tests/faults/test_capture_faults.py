@@ -11,28 +11,7 @@ from faultlib import HOLD_TIMEOUT_MS
 
 
 def check_miss(h, hist, label, table):
-    oid = h.oid("public." + table)
-    before_hist, before = hist.read(), faultlib.miss_counters(h)
-    log_start = faultlib.log_length(h)
-    faultlib.check_fail_open(h, label, table)
-    hist.check_since(before_hist, label)
-    rows = h.wait_for(lambda: [e for e in h.events("table_name = %s", (table,))
-                               if e["outcome"] == "capture_error" and e["hold_ms"] is not None], timeout=10)
-    allrows = [(e["outcome"], e["table_name"], e["hold_ms"], e["error"]) for e in h.events("table_name = %s", (table,))]
-    h.check(len(rows) == 1, "%s: exactly one ledger row for %s, outcome capture_error" % (label, table), allrows)
-    if rows:
-        print("# %s: ledger error: %s" % (label, rows[0]["error"]))
-        h.check(rows[0]["hold_ms"] <= HOLD_TIMEOUT_MS + 100,
-                "%s: recorded hold_ms %.1f <= %d" % (label, rows[0]["hold_ms"], HOLD_TIMEOUT_MS + 100))
-    h.check(not h.snapshots("table_oid = %s", (oid,)), "%s: no snapshot of %s" % (label, table))
-    after = faultlib.miss_counters(h)
-    h.check(after["capture_error"] > before["capture_error"],
-            "%s: predrop_snapshots_total{outcome=capture_error} counted the miss" % label, (before, after))
-    lines = h.wait_for(lambda: faultlib.log_lines(h, "snapshot capture_error", start=log_start), timeout=5)
-    h.check(bool(lines), "%s: the miss is logged" % label, h.log_text()[-1200:])
-    if lines:
-        print("# log: " + lines[-1])
-    return rows
+    return faultlib.check_miss(h, hist, label, table, ("capture_error",), by_name=True, no_snapshot=True)
 
 
 def test(h):

@@ -12,28 +12,6 @@ from faultlib import HOLD_TIMEOUT_MS
 MISS = ("timeout", "store_error")
 
 
-def check_miss(h, hist, label, table, expect):
-    oid = h.oid("public." + table)
-    before_hist, before = hist.read(), faultlib.miss_counters(h)
-    log_start = faultlib.log_length(h)
-    faultlib.check_fail_open(h, label, table)
-    hist.check_since(before_hist, label)
-    rows = h.wait_for(lambda: [e for e in h.events("table_oid = %s", (oid,))
-                               if e["outcome"] in MISS and e["hold_ms"] is not None], timeout=10)
-    allrows = [(e["outcome"], e["table_name"], e["hold_ms"], e["error"]) for e in h.events("table_name = %s", (table,))]
-    h.check(len(rows) == 1 and rows[0]["outcome"] in expect and rows[0]["table_name"] == table,
-            "%s: exactly one ledger row for %s, outcome in %s" % (label, table, expect), allrows)
-    if rows:
-        h.check(rows[0]["hold_ms"] <= HOLD_TIMEOUT_MS + 100,
-                "%s: recorded hold_ms %.1f <= %d" % (label, rows[0]["hold_ms"], HOLD_TIMEOUT_MS + 100), rows[0]["hold_ms"])
-    after = faultlib.miss_counters(h)
-    h.check(sum(after[k] - before[k] for k in expect) >= 1,
-            "%s: predrop_snapshots_total{outcome=%s} counted the miss" % (label, "|".join(expect)), (before, after))
-    lines = h.wait_for(lambda: faultlib.log_lines(h, *("snapshot %s" % k for k in expect), start=log_start), timeout=5)
-    h.check(bool(lines), "%s: the miss is logged" % label, h.log_text()[-1200:])
-    return oid
-
-
 def test(h):
     tables = ("slow_t", "slow_t2", "slow_ok", "lock_t", "lock_ok", "full_t", "full_ok", "ok_t")
     h.exec("".join("CREATE TABLE %s (a int, b text); INSERT INTO %s VALUES (1, 'x');" % (t, t) for t in tables))
@@ -50,8 +28,8 @@ def test(h):
            "$f$BEGIN PERFORM pg_sleep(5); RETURN NEW; END$f$;"
            "CREATE TRIGGER fault_slow BEFORE INSERT ON predrop.schema_snapshots "
            "FOR EACH ROW EXECUTE FUNCTION predrop.fault_slow();", db=h.store_db)
-    check_miss(h, hist, "slow store", "slow_t", ("timeout",))
-    check_miss(h, hist, "slow store again", "slow_t2", ("timeout",))
+    faultlib.check_miss(h, hist, "slow store", "slow_t", ("timeout",))
+    faultlib.check_miss(h, hist, "slow store again", "slow_t2", ("timeout",))
     h.exec("DROP TRIGGER fault_slow ON predrop.schema_snapshots", db=h.store_db)
     faultlib.check_resumed(h, "slow store fixed", "slow_ok")
 
@@ -60,7 +38,7 @@ def test(h):
     with locker.cursor() as cur:
         cur.execute("LOCK TABLE predrop.schema_snapshots IN ACCESS EXCLUSIVE MODE")
     try:
-        check_miss(h, hist, "locked store", "lock_t", MISS)
+        faultlib.check_miss(h, hist, "locked store", "lock_t", MISS)
     finally:
         locker.rollback()
         locker.close()
@@ -68,7 +46,7 @@ def test(h):
 
     # ---- full: every new snapshot row violates a constraint ----
     h.exec("ALTER TABLE predrop.schema_snapshots ADD CONSTRAINT fault_full CHECK (false) NOT VALID", db=h.store_db)
-    check_miss(h, hist, "full store", "full_t", ("store_error",))
+    faultlib.check_miss(h, hist, "full store", "full_t", ("store_error",))
     h.exec("ALTER TABLE predrop.schema_snapshots DROP CONSTRAINT fault_full", db=h.store_db)
     faultlib.check_resumed(h, "store has room again", "full_ok")
 
