@@ -9,35 +9,21 @@ set -euo pipefail
 tl_init tls
 : "${PG_SERVER_CERT:?PG_SERVER_CERT unset: certificate of the cluster (pg-cluster.sh env)}"
 pki=$TL_WORK/pki
-mkdir -p "$pki"
-(
-  cd "$pki"
-  openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=predrop test CA" \
-    -keyout ca.key -out ca.crt
-  openssl req -new -nodes -newkey rsa:2048 -subj "/CN=localhost" -keyout server.key -out server.csr
-  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >server.ext
-  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out server.crt
-  openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=some other CA" -keyout other-ca.key -out other-ca.crt
-  chmod 0600 server.key ca.key other-ca.key
-) >"$pki/openssl.log" 2>&1 || { cat "$pki/openssl.log"; tl_fail "openssl could not make the test PKI"; tl_finish; }
-
-config() {  # config NAME YAML-BODY -> path
-  printf '%s\n' "$2" >"$TL_WORK/$1.yaml"
-  echo "$TL_WORK/$1.yaml"
-}
+tl_make_pki "$pki" "predrop test CA" \
+  'openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=some other CA" -keyout other-ca.key -out other-ca.crt'
 client_tls="tls:
   cert_file: $pki/server.crt
   key_file: $pki/server.key"
-cfg_client=$(config client "$client_tls")
-cfg_up_require=$(config up-require "upstream_tls:
+cfg_client=$(tl_config client "$client_tls")
+cfg_up_require=$(tl_config up-require "upstream_tls:
   sslmode: require")
-cfg_up_verify=$(config up-verify "upstream_tls:
+cfg_up_verify=$(tl_config up-verify "upstream_tls:
   sslmode: verify-full
   root_cert: $PG_SERVER_CERT")
-cfg_up_wrongca=$(config up-wrongca "upstream_tls:
+cfg_up_wrongca=$(tl_config up-wrongca "upstream_tls:
   sslmode: verify-full
   root_cert: $pki/ca.crt")
-cfg_both=$(config both "$client_tls
+cfg_both=$(tl_config both "$client_tls
 upstream_tls:
   sslmode: verify-ca
   root_cert: $PG_SERVER_CERT")

@@ -10,23 +10,9 @@ tl_init tls_policy
 : "${PG_SERVER_CERT:?PG_SERVER_CERT unset: certificate of the cluster (pg-cluster.sh env)}"
 here=$(cd "$(dirname "$0")" && pwd)
 pki=$TL_WORK/pki
-mkdir -p "$pki"
-(
-  cd "$pki"
-  openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=predrop security CA" -keyout ca.key -out ca.crt
-  openssl req -new -nodes -newkey rsa:2048 -subj "/CN=localhost" -keyout server.key -out server.csr
-  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >server.ext
-  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out server.crt
-  openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=localhost" \
-    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout self.key -out self.crt
-  chmod 0600 ./*.key
-) >"$pki/openssl.log" 2>&1 || { cat "$pki/openssl.log"; tl_fail "openssl could not make the test PKI"; tl_finish; }
+tl_make_pki "$pki" "predrop security CA" 'openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=localhost" \
+  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout self.key -out self.crt'
 system_roots=/etc/ssl/certs/ca-certificates.crt
-
-config() {  # config NAME YAML-BODY -> path
-  printf '%s\n' "$2" >"$TL_WORK/$1.yaml"
-  echo "$TL_WORK/$1.yaml"
-}
 client_tls="tls:
   cert_file: $pki/server.crt
   key_file: $pki/server.key"
@@ -61,7 +47,7 @@ client_ssl="SELECT 'client ' || version || ' ' || cipher FROM pg_stat_ssl WHERE 
 conninfo_ssl() { q "$@" '\conninfo' | sed -n 's/^SSL connection (protocol: \([^,]*\), cipher: \([^,]*\),.*/\1 \2/p'; }
 
 # ---- client leg, defaults: TLS 1.2 and 1.3 only ----------------------------------------------------
-tl_start_predrop --config "$(config default "$client_tls")"
+tl_start_predrop --config "$(tl_config default "$client_tls")"
 P=$PREDROP_PORT
 expect_refused "default: a TLS 1.1 client is refused" "$(handshake "$P" -tls1_1 -cipher 'DEFAULT:@SECLEVEL=0')"
 expect_refused "default: a TLS 1.0 client is refused" "$(handshake "$P" -tls1 -cipher 'DEFAULT:@SECLEVEL=0')"
@@ -84,7 +70,7 @@ grep -q 'does not match host name "127.0.0.2"' <<<"$out" && tl_ok "verify-full r
 tl_stop_predrop
 
 # A self-signed certificate on the client leg.
-tl_start_predrop --config "$(config selfsigned "tls:
+tl_start_predrop --config "$(tl_config selfsigned "tls:
   cert_file: $pki/self.crt
   key_file: $pki/self.key")"
 P=$PREDROP_PORT
@@ -99,7 +85,7 @@ tl_expect "sslmode=require (no verification) still connects to the self-signed p
 tl_stop_predrop
 
 # ---- client leg: versions and ciphers configured ----------------------------------------------------
-tl_start_predrop --config "$(config min13 "$client_tls
+tl_start_predrop --config "$(tl_config min13 "$client_tls
   min_version: \"1.3\"")"
 P=$PREDROP_PORT
 expect_refused "tls.min_version 1.3: a TLS 1.2 client is refused" "$(handshake "$P" -tls1_2)"
@@ -109,7 +95,7 @@ grep -q 'must not connect' <<<"$out" && tl_fail "libpq limited to TLS 1.2 connec
   tl_ok "libpq limited to TLS 1.2 refused by tls.min_version 1.3"
 tl_stop_predrop
 
-tl_start_predrop --config "$(config ciphers12 "$client_tls
+tl_start_predrop --config "$(tl_config ciphers12 "$client_tls
   max_version: \"1.2\"
   ciphers: ECDHE-RSA-AES256-GCM-SHA384")"
 P=$PREDROP_PORT
@@ -122,7 +108,7 @@ tl_expect "tls.ciphers: psql's session uses TLS 1.2 and the configured cipher" "
   "$(conninfo_ssl "$P" "sslmode=require")"
 tl_stop_predrop
 
-tl_start_predrop --config "$(config suites13 "$client_tls
+tl_start_predrop --config "$(tl_config suites13 "$client_tls
   ciphersuites: TLS_CHACHA20_POLY1305_SHA256")"
 P=$PREDROP_PORT
 expect_refused "tls.ciphersuites: a client offering only another TLS 1.3 suite is refused" \
@@ -134,7 +120,7 @@ tl_stop_predrop
 # ---- upstream leg -----------------------------------------------------------------------------------
 server_view="SELECT 'server sees ' || version || ' ' || cipher FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
 upstream_sees() {  # LABEL EXPECTED YAML
-  if tl_start_predrop --config "$(config "up$RANDOM" "$3")"; then
+  if tl_start_predrop --config "$(tl_config "up$RANDOM" "$3")"; then
     tl_expect "$1" "$2" "$(q "$PREDROP_PORT" "sslmode=disable" "$server_view")"
     tl_stop_predrop
   else
@@ -157,7 +143,7 @@ upstream_sees "upstream verify-full, server_name localhost (the certificate's na
   server_name: localhost"
 
 # verify-full with a name the certificate does not carry: 08006 to the client, naming the host checked.
-tl_start_predrop --config "$(config upwrong "upstream_tls:
+tl_start_predrop --config "$(tl_config upwrong "upstream_tls:
   sslmode: verify-full
   root_cert: $PG_SERVER_CERT
   server_name: db.wrong.example")"
@@ -178,7 +164,7 @@ tl_stop_predrop
 # predrop. It must be refused cleanly (libpq's own check), never half-authenticated.
 scram_matrix() {  # LABEL CLIENT-SSLMODE YAML
   local label=$1 mode=$2 yaml=$3
-  if [ -n "$yaml" ]; then tl_start_predrop --config "$(config "scram$RANDOM" "$yaml")"; else tl_start_predrop; fi
+  if [ -n "$yaml" ]; then tl_start_predrop --config "$(tl_config "scram$RANDOM" "$yaml")"; else tl_start_predrop; fi
   local P=$PREDROP_PORT
   tl_expect "$label: SCRAM, channel_binding=disable" "scram_user" \
     "$(PGPASSWORD=scram-secret q "$P" "user=scram_user sslmode=$mode channel_binding=disable" "SELECT current_user")"
@@ -201,7 +187,7 @@ scram_matrix "TLS/TLS" require "$client_tls
 upstream_tls:
   sslmode: require"
 # plaintext client, TLS upstream: predrop removes -PLUS from the offer, so libpq's default works.
-tl_start_predrop --config "$(config plusstrip "upstream_tls:
+tl_start_predrop --config "$(tl_config plusstrip "upstream_tls:
   sslmode: require")"
 tl_expect "plain client/TLS upstream: SCRAM with libpq's default channel_binding=prefer" "scram_user" \
   "$(PGPASSWORD=scram-secret q "$PREDROP_PORT" "user=scram_user sslmode=disable" "SELECT current_user")"
@@ -210,7 +196,7 @@ tl_stop_predrop
 # ---- bad TLS settings: refused at load or at start, naming the key ---------------------------------
 bad_start() {  # LABEL EXPECTED-TEXT YAML
   local cfg out
-  cfg=$(config "bad$RANDOM" "$3")
+  cfg=$(tl_config "bad$RANDOM" "$3")
   out=$(timeout 20 "$PREDROP_BIN" serve --listen 127.0.0.1:1 --upstream "$PGHOST:$PGPORT" --config "$cfg" 2>&1) && rc=0 || rc=$?
   if [ "$rc" -ne 0 ] && grep -qF "$2" <<<"$out"; then tl_ok "$1 (exit $rc: $(grep -F "$2" <<<"$out" | head -n 1 | cut -c1-150))"
   else tl_fail "$1: exit $rc: $out"; fi

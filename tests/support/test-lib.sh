@@ -117,6 +117,30 @@ tl_compare_bytes() {
   fi
 }
 
+# tl_make_pki DIR "CA CN" [EXTRA-COMMANDS]: a throwaway CA (DIR/ca.crt, ca.key) and a server
+# certificate it signed for localhost (DIR/server.crt, server.key; SAN DNS:localhost, IP:127.0.0.1),
+# then EXTRA-COMMANDS (openssl lines of the caller's own) run in DIR; keys end up mode 0600.
+# Stops the test with the openssl output when any of it fails.
+tl_make_pki() {
+  local dir=$1 ca_cn=$2 extra=${3:-}
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    openssl req -x509 -new -nodes -newkey rsa:2048 -days 2 -subj "/CN=$ca_cn" -keyout ca.key -out ca.crt
+    openssl req -new -nodes -newkey rsa:2048 -subj "/CN=localhost" -keyout server.key -out server.csr
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out server.crt
+    eval "$extra"
+    chmod 0600 ./*.key
+  ) >"$dir/openssl.log" 2>&1 || { cat "$dir/openssl.log"; tl_fail "openssl could not make the test PKI"; tl_finish; }
+}
+
+# tl_config NAME YAML-BODY: writes $TL_WORK/NAME.yaml and prints its path.
+tl_config() {
+  printf '%s\n' "$2" >"$TL_WORK/$1.yaml"
+  echo "$TL_WORK/$1.yaml"
+}
+
 tl_fail() { echo "FAIL: $*"; TL_FAILURES=$((TL_FAILURES + 1)); }
 tl_ok() { echo "ok: $*"; }
 
