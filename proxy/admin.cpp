@@ -1,5 +1,7 @@
 #include "proxy/admin.hpp"
 
+#include "proxy/listen.hpp"
+
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -247,11 +249,7 @@ struct AdminServer::Impl {
 };
 
 AdminServer::AdminServer(ProxyContext& ctx, const policy::Endpoint& listen) : impl_(std::make_unique<Impl>(ctx)) {
-  tcp::endpoint ep(asio::ip::make_address(listen.host), listen.port);
-  impl_->acceptor.open(ep.protocol());
-  impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
-  impl_->acceptor.bind(ep);
-  impl_->acceptor.listen();
+  tcp::endpoint ep = open_listener(impl_->acceptor, listen, "admin", asio::socket_base::max_listen_connections);
   impl_->accept();
   impl_->thread = std::thread([this] { impl_->io.run(); });
   spdlog::info("admin endpoint on http://{}/metrics", listen.to_string());

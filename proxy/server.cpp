@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "proxy/admin.hpp"
+#include "proxy/listen.hpp"
 #include "proxy/context.hpp"
 #include "proxy/metrics.hpp"
 #include "proxy/session.hpp"
@@ -159,12 +160,8 @@ class Server {
     } else {
       spdlog::warn("no --capture/--store given: destructive statements are relayed without snapshots");
     }
-    tcp::endpoint ep(asio::ip::make_address(cfg->listen.host), cfg->listen.port);
     acceptor_.emplace(*loops_[0]);
-    acceptor_->open(ep.protocol());
-    acceptor_->set_option(tcp::acceptor::reuse_address(true));
-    acceptor_->bind(ep);
-    acceptor_->listen(asio::socket_base::max_listen_connections);
+    open_listener(*acceptor_, cfg->listen, "listen", asio::socket_base::max_listen_connections);
     spdlog::info("predrop listening on {} relaying to {} ({} threads)", cfg->listen.to_string(), cfg->upstream.to_string(), threads_);
   }
 
