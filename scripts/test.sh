@@ -17,8 +17,40 @@ export PREDROP_TEST_WORKDIR="$work"
 "$root/scripts/test-roles.sh"
 
 status=0
+failed_phases=()
+# Each phase's ctest output is kept so the end of the run can name what failed: CI shows only the
+# last lines of a run, and by then the failure is thousands of lines up.
+run_phase() {  # PHASE DIR ctest-args...
+  local phase=$1 dir=$2 rc=0; shift 2
+  (cd "$dir" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" "$@") 2>&1 | tee "$work/ctest-$phase.log" || rc=$?
+  [ "$rc" -eq 0 ] || { status=1; failed_phases+=("$phase"); }
+}
+summarize() {
+  [ ${#failed_phases[@]} -gt 0 ] || return 0
+  echo "== what failed =="
+  local phase
+  for phase in "${failed_phases[@]}"; do
+    local log=$work/ctest-$phase.log names
+    [ -f "$log" ] || { echo "[$phase] (not a ctest phase: its report is printed above)"; continue; }
+    names=$(sed -n 's/^[[:space:]]*[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*\*\*\*.*/\1/p' "$log")
+    for name in $names; do
+      echo "[$phase] $name: last lines of its output"
+      # The block ctest printed after the test's result line, up to the next test's line.
+      awk -v n="$name" '
+        $0 ~ ("Test +#[0-9]+: " n " ") && /\*\*\*/ { grab = 1; next }
+        grab && (/^ *Start +[0-9]+:/ || /^ *[0-9]+\/[0-9]+ Test +#/) { grab = 0 }
+        grab { print "  | " $0 }' "$log" | grep -v '^  | *$' | tail -n 25
+    done
+  done
+  for phase in "${failed_phases[@]}"; do
+    local log=$work/ctest-$phase.log
+    [ -f "$log" ] || { echo "FAILED [$phase]"; continue; }
+    echo "FAILED [$phase]: $( sed -n 's/^[[:space:]]*[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*\*\*\*\([A-Za-z ]*\).*/\1 (\2)/p' "$log" | sed 's/ *)/)/' | tr '\n' ' ')"
+  done
+}
+
 echo "== tests (RelWithDebInfo) =="
-(cd "$BUILD_DIR" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" ${CTEST_ARGS:-}) || status=1
+run_phase normal "$BUILD_DIR" ${CTEST_ARGS:-}
 
 if [ "${PREDROP_TEST_SANITIZERS:-1}" != 0 ]; then
   echo "== tests under ASan+UBSan =="
@@ -27,7 +59,7 @@ if [ "${PREDROP_TEST_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   # The real-client and benchmark-style suites prove behaviour in the normal build; under the
   # sanitizers run the unit and protocol tests, which drive every code path of the relay.
-  (cd "$root/build-asan" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" -LE "${PREDROP_ASAN_EXCLUDE:-clients|deploy|bench|hold|evidence}") || status=1
+  run_phase asan "$root/build-asan" -LE "${PREDROP_ASAN_EXCLUDE:-clients|deploy|bench|hold|evidence}"
 fi
 
 if [ "${PREDROP_TEST_TSAN:-1}" != 0 ]; then
@@ -44,12 +76,13 @@ if [ "${PREDROP_TEST_TSAN:-1}" != 0 ]; then
   export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 history_size=4 log_path=$tsan_reports/report suppressions=$root/scripts/tsan.supp"
   # TSan slows predrop several-fold: a shorter, smaller soak (the accounting is the same).
   export PREDROP_SOAK_ARGS="${PREDROP_TSAN_SOAK_ARGS:---clients 30 --drops-per-s 3 --seconds 20 --direct-seconds 3}"
-  (cd "$root/build-tsan" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" -L concurrency) || status=1
+  run_phase tsan "$root/build-tsan" -L concurrency
   unset TSAN_OPTIONS PREDROP_SOAK_ARGS
   if compgen -G "$tsan_reports/report*" >/dev/null; then
     echo "TSan reported $(cat "$tsan_reports"/report* | grep -c '^WARNING: ThreadSanitizer') problem(s):"
     cat "$tsan_reports"/report*
     status=1
+    failed_phases+=("tsan-reports")
   fi
 fi
 
@@ -58,6 +91,7 @@ if [ "${PREDROP_TEST_FUZZ:-1}" != 0 ]; then
   cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREDROP_FUZZ=ON >/dev/null
   cmake --build "$root/build-fuzz" -j "$jobs" --target fuzz_targets
-  (cd "$root/build-fuzz" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" -L fuzz) || status=1
+  run_phase fuzz "$root/build-fuzz" -L fuzz
 fi
+summarize
 exit $status
