@@ -306,7 +306,9 @@ TEST_F(CaptureTest, DeadlineGivesTimeoutPromptlyWhenStoreIsSlow) {
   auto res = run(svc, req, 5s);
   auto late = Clock::now() - req.deadline;
   EXPECT_EQ(res.outcome, "timeout");
-  EXPECT_LT(late, 100ms) << "done() must follow the deadline promptly";
+  // Promptly: long before the 3 s insert would end. A tighter bound measures the machine, not
+  // predrop (an ASan build next to a 3,000-session test can stall a thread for 100 ms).
+  EXPECT_LT(late, 1000ms) << "done() must follow the deadline, not wait for the stuck insert";
   // The ledger says timeout; the stuck insert was cancelled, so no snapshot row appears later.
   eventually(*sdb, "SELECT string_agg(outcome, ',') FROM predrop.drop_events", "timeout");
   std::this_thread::sleep_for(3500ms);
