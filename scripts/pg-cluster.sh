@@ -37,7 +37,8 @@ start)
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
-max_connections = 400
+# Room for two tests of hundreds of sessions side by side (ctest -j2), plus backends still exiting.
+max_connections = 1000
 shared_buffers = 256MB
 fsync = off
 synchronous_commit = off
