@@ -32,7 +32,13 @@ def main():
             s = key.fileobj
             if s is srv:
                 c, _ = srv.accept()
-                u = socket.create_connection(upstream)
+                try:
+                    u = socket.create_connection(upstream)
+                except OSError:
+                    # Upstream unreachable: this client is closed, the relay goes on serving
+                    # (start-predrop.sh's own readiness probe is such a client in the harness test).
+                    c.close()
+                    continue
                 for x in (c, u):
                     x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 peer[c], peer[u] = u, c
