@@ -45,11 +45,17 @@ as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@
 as_owner /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg/data" -l "$work/pg/server.log" -m fast -w -t 60 restart >/dev/null
 
 eval "$("$root/tests/bench/pgbouncer.sh" start "$work" "$PGPORT")"
+# PgBouncer daemonizes into a session of its own, and so does the postmaster under pg_ctl. With the
+# kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled) every session is one
+# scheduling group with one fair share of the CPU: predrop started as a plain child would share
+# pgbench's group and lose CPU to it under load. Each proxy gets its own session, as a service has.
+export PREDROP_OWN_SESSION=1
 # shellcheck disable=SC2086
 eval "$("$root/tests/support/start-predrop.sh" "$work" ${BENCH_PREDROP_ARGS:-})"
 export PGB_PORT PGB_PID PREDROP_PORT PREDROP_PID
 echo "bench: direct 127.0.0.1:$PGPORT, pgbouncer :$PGB_PORT (pid $PGB_PID), predrop :$PREDROP_PORT (pid $PREDROP_PID)"
 echo "bench: $(nproc) cores, ${BENCH_SECONDS:-15} s per pgbench run, $("$PREDROP_BIN" --version 2>/dev/null || echo predrop), $(pgbouncer --version | head -n 1)"
+echo "bench: sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a); sessions: pgbench $(ps -o sid= -p $$ | tr -d ' '), PostgreSQL $(ps -o sid= -p "$(head -n 1 "$work/pg/data/postmaster.pid")" | tr -d ' '), pgbouncer $(ps -o sid= -p "$PGB_PID" | tr -d ' '), predrop $(ps -o sid= -p "$PREDROP_PID" | tr -d ' ')"
 echo
 "$root/tests/bench/run-bench.sh"
 

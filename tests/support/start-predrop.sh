@@ -20,6 +20,8 @@
 #                          killed by a ctest timeout leaves nothing behind)
 #   PREDROP_HARNESS_RELAY  "python": start tests/support/tcp-relay.py (a dumb byte relay) instead of
 #                          predrop, to validate the tests themselves; extra args are then ignored.
+#   PREDROP_OWN_SESSION    "1": start it in a session of its own (setsid), as a service runs; the
+#                          benchmark needs it (see scripts/bench.sh)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=${1:?usage: start-predrop.sh WORKDIR [extra predrop args...]}
@@ -52,6 +54,9 @@ for attempt in 1 2 3; do
     : "${PREDROP_BIN:?PREDROP_BIN unset: the predrop binary under test}"
     cmd=("$PREDROP_BIN" serve --listen "127.0.0.1:$port" --upstream "$upstream" "$@")
   fi
+  # A background job of this non-interactive shell is no process-group leader, so setsid does not
+  # fork and $! stays the pid of predrop itself.
+  [ "${PREDROP_OWN_SESSION:-}" = 1 ] && cmd=(setsid "${cmd[@]}")
   echo "# $(date '+%F %T') ${cmd[*]}" >"$log"
   "${cmd[@]}" </dev/null >>"$log" 2>&1 &
   pid=$!
