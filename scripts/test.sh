@@ -28,25 +28,27 @@ run_phase() {  # PHASE DIR ctest-args...
 summarize() {
   [ ${#failed_phases[@]} -gt 0 ] || return 0
   echo "== what failed =="
-  local phase
+  local phase name state verdicts=()
   for phase in "${failed_phases[@]}"; do
-    local log=$work/ctest-$phase.log names
-    [ -f "$log" ] || { echo "[$phase] (not a ctest phase: its report is printed above)"; continue; }
-    names=$(sed -n 's/^[[:space:]]*[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*\*\*\*.*/\1/p' "$log")
-    for name in $names; do
+    local log=$work/ctest-$phase.log failed=""
+    if [ ! -f "$log" ]; then
+      echo "[$phase] (not a ctest phase: its report is printed above)"
+      verdicts+=("FAILED [$phase]")
+      continue
+    fi
+    # ctest's result lines of the tests that did not pass: "name state" (Failed, Timeout, Not Run, ...).
+    while read -r name state; do
+      failed+="$name ($state) "
       echo "[$phase] $name: last lines of its output"
-      # The block ctest printed after the test's result line, up to the next test's line.
+      # The block ctest printed after the test's result line, up to the next test's line or the footer.
       awk -v n="$name" '
         $0 ~ ("Test +#[0-9]+: " n " ") && /\*\*\*/ { grab = 1; next }
-        grab && (/^ *Start +[0-9]+:/ || /^ *[0-9]+\/[0-9]+ Test +#/) { grab = 0 }
+        grab && (/^ *Start +[0-9]+:/ || /^ *[0-9]+\/[0-9]+ Test +#/ || /^[0-9]+% tests passed/) { grab = 0 }
         grab { print "  | " $0 }' "$log" | grep -v '^  | *$' | tail -n 25
-    done
+    done < <(sed -n 's/^[[:space:]]*[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*\*\*\*\([A-Za-z]*\( Run\)\{0,1\}\).*/\1 \2/p' "$log")
+    verdicts+=("FAILED [$phase]: $failed")
   done
-  for phase in "${failed_phases[@]}"; do
-    local log=$work/ctest-$phase.log
-    [ -f "$log" ] || { echo "FAILED [$phase]"; continue; }
-    echo "FAILED [$phase]: $( sed -n 's/^[[:space:]]*[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*\*\*\*\([A-Za-z ]*\).*/\1 (\2)/p' "$log" | sed 's/ *)/)/' | tr '\n' ' ')"
-  done
+  printf '%s\n' "${verdicts[@]}"
 }
 
 echo "== tests (RelWithDebInfo) =="
