@@ -49,6 +49,14 @@ void ConnPool::close_all() {
   idle_.clear();
   waiters_.clear();
   opening_.clear();
+  for (auto& [ticket, attempt] : connecting_) {
+    if (attempt->finished) continue;
+    attempt->finished = true;
+    attempt->timer->cancel();
+    attempt->conn->kill();
+    --open_;
+  }
+  connecting_.clear();
 }
 
 void ConnPool::pump() {
@@ -101,12 +109,13 @@ void ConnPool::open_for(Waiter w) {
   auto holder = std::make_shared<Waiter>(std::move(w));
   opening_[ticket] = holder;
   // Libpq's connect_timeout is not enforced in non-blocking mode, so bound the attempt here.
-  auto timer = std::make_shared<boost::asio::steady_timer>(io_, connect_timeout_);
-  auto finished = std::make_shared<bool>(false);
-  auto complete = [this, conn, holder, ticket, timer, finished](PgResult r) {
-    if (*finished) return;
-    *finished = true;
-    timer->cancel();
+  auto attempt = std::make_shared<Attempt>(Attempt{conn, std::make_shared<boost::asio::steady_timer>(io_, connect_timeout_)});
+  connecting_[ticket] = attempt;
+  auto complete = [this, conn, holder, ticket, attempt](PgResult r) {
+    if (attempt->finished) return;
+    attempt->finished = true;
+    attempt->timer->cancel();
+    connecting_.erase(ticket);
     opening_.erase(ticket);
     if (closed_) {
       conn->kill();
@@ -124,7 +133,7 @@ void ConnPool::open_for(Waiter w) {
     if (holder->fn) holder->fn(conn, "");
     else release(conn, true);
   };
-  timer->async_wait([complete](const boost::system::error_code& ec) {
+  attempt->timer->async_wait([complete](const boost::system::error_code& ec) {
     if (!ec) complete(PgResult{nullptr, "connection attempt timed out"});
   });
   conn->connect(params_(holder->key), complete);

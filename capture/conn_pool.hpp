@@ -4,6 +4,7 @@
 // Runs on the io_context's thread only.
 #pragma once
 
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -56,6 +57,14 @@ class ConnPool {
   std::deque<Waiter> waiters_;
   std::vector<Conn> idle_;
   std::unordered_map<uint64_t, std::shared_ptr<Waiter>> opening_;  // connecting on a waiter's behalf
+  // Every connection still opening, cancelled waiter or not. Its completion handler holds it and it
+  // holds the handler until the attempt ends, so close_all() must end it or it is never freed.
+  struct Attempt {
+    Conn conn;
+    std::shared_ptr<boost::asio::steady_timer> timer;
+    bool finished = false;
+  };
+  std::unordered_map<uint64_t, std::shared_ptr<Attempt>> connecting_;
   size_t open_ = 0;  // connections open or opening, busy or idle
   uint64_t next_ticket_ = 1;
   uint64_t opened_ = 0;
