@@ -117,11 +117,6 @@ void ConnPool::open_for(Waiter w) {
     attempt->timer->cancel();
     connecting_.erase(ticket);
     opening_.erase(ticket);
-    if (closed_) {
-      conn->kill();
-      --open_;
-      return;
-    }
     if (!r.ok()) {
       conn->kill();
       --open_;
