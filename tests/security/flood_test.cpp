@@ -66,6 +66,11 @@ bool tcp_reachable(const std::string& host, uint16_t port) {
   return c.connect(host, port, 2000ms);
 }
 
+// predrop opens the admin endpoint after the client port that PTEST_START waits for.
+void wait_listening(uint16_t port) {
+  for (int i = 0; i < 100 && listening_addresses(port).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
 TEST(AdminEndpoint, BarePortBindsLoopbackOnlyAndOtherAddressesAreExplicit) {
   const std::string lan = non_loopback_ipv4();
   std::cout << "non-loopback address of this machine: " << (lan.empty() ? "(none)" : lan) << "\n";
@@ -75,6 +80,7 @@ TEST(AdminEndpoint, BarePortBindsLoopbackOnlyAndOtherAddressesAreExplicit) {
     PredropOptions o;
     o.extra_args = {"--admin", std::to_string(port)};
     PTEST_START(p, o);
+    wait_listening(port);
     EXPECT_EQ(listening_addresses(port), std::vector<std::string>{"0100007F"}) << "--admin PORT must listen on 127.0.0.1 only";
     EXPECT_TRUE(tcp_reachable("127.0.0.1", port));
     if (!lan.empty()) {
@@ -86,6 +92,7 @@ TEST(AdminEndpoint, BarePortBindsLoopbackOnlyAndOtherAddressesAreExplicit) {
     const uint16_t port = free_port();
     PredropProcess p;
     PTEST_START(p, PredropOptions::with_config("admin: \"" + std::to_string(port) + "\"\n"));
+    wait_listening(port);
     EXPECT_EQ(listening_addresses(port), std::vector<std::string>{"0100007F"}) << "admin: PORT in the file: loopback";
   }
   {
