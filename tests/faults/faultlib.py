@@ -21,10 +21,14 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "hold"))
 import holdlib  # noqa: E402,F401
 
 PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
-# The hold histogram has a bucket at 0.5 s: with this timeout, "every hold <= timeout + 100 ms" is
-# exactly "every hold falls in that bucket".
+# Every fault below lasts seconds (a 5 s trigger, a lock held until released, a 2 s connect
+# timeout), so a hold that ends within a second proves predrop gave up at its timeout. The 600 ms of
+# slack is for the event loop under ASan next to another heavy test (562 ms was seen with 100 ms of
+# slack). The hold histogram has a bucket at 1 s: "every hold <= HOLD_BOUND_MS" is exactly "every
+# hold falls in that bucket".
 HOLD_TIMEOUT_MS = 400
-HOLD_BOUND_S = 0.5
+HOLD_BOUND_MS = 1000
+HOLD_BOUND_S = HOLD_BOUND_MS / 1000
 # Client-side wall time of one DROP on an open connection: printed, and asserted only this loosely.
 CLIENT_SLACK_MS = int(os.environ.get("HOLD_SLACK_MS", "1500"))
 
@@ -103,8 +107,8 @@ class HoldHistogram:
         count, within = self.read()
         n, n_within = count - before[0], within - before[1]
         self.h.check(n >= expect_holds and n == n_within,
-                     "%s: predrop's hold histogram: %d hold(s), all within %d ms (hold_timeout_ms %d + 100)"
-                     % (label, n, HOLD_BOUND_S * 1000, HOLD_TIMEOUT_MS),
+                     "%s: predrop's hold histogram: %d hold(s), all within %d ms (hold_timeout_ms %d)"
+                     % (label, n, HOLD_BOUND_MS, HOLD_TIMEOUT_MS),
                      "%d hold(s), %d within the bound" % (n, n_within))
 
 
@@ -204,7 +208,7 @@ MISS_OUTCOMES = ("timeout", "store_error", "capture_error")
 def check_miss(h, hist, label, table, expect, by_name=False, no_snapshot=False):
     """DROP TABLE `table` while a fault is in place and check the fail-open miss everywhere it is recorded:
     the client's DROP succeeded, the hold histogram and predrop_snapshots_total counted it, the ledger has
-    exactly one miss row for the table, with an outcome in `expect` and hold_ms <= hold_timeout_ms + 100,
+    exactly one miss row for the table, with an outcome in `expect` and hold_ms <= HOLD_BOUND_MS,
     and the log says so. by_name: find the row by table name (a failed capture never learns the OID);
     no_snapshot: no snapshot of the table may exist either. Returns the ledger rows found."""
     oid = h.oid("public." + table)
@@ -220,8 +224,8 @@ def check_miss(h, hist, label, table, expect, by_name=False, no_snapshot=False):
             "%s: exactly one ledger row for %s, outcome in %s" % (label, table, expect), allrows)
     if rows:
         print("# %s: ledger %s: %s" % (label, rows[0]["outcome"], rows[0]["error"]))
-        h.check(rows[0]["hold_ms"] <= HOLD_TIMEOUT_MS + 100,
-                "%s: recorded hold_ms %.1f <= %d" % (label, rows[0]["hold_ms"], HOLD_TIMEOUT_MS + 100), rows[0]["hold_ms"])
+        h.check(rows[0]["hold_ms"] <= HOLD_BOUND_MS,
+                "%s: recorded hold_ms %.1f <= %d" % (label, rows[0]["hold_ms"], HOLD_BOUND_MS), rows[0]["hold_ms"])
     if no_snapshot:
         h.check(not h.snapshots("table_oid = %s", (oid,)), "%s: no snapshot of %s" % (label, table))
     after = miss_counters(h)

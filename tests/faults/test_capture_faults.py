@@ -2,7 +2,7 @@
 """The capture side fails while the store is fine: wrong capture credentials (a wrong password; a role
 that does not exist yet, created mid-run) and a capture database that becomes unreachable (reached
 through a byte relay that is killed and restarted on the same port). Each DROP completes at the
-client, the ledger has one capture_error row for the table with hold_ms <= hold_timeout_ms + 100,
+client, the ledger has one capture_error row for the table with hold_ms <= faultlib.HOLD_BOUND_MS (hold_timeout_ms + slack),
 /metrics and the log count it; once the capture side works again the next DROP gets a written
 snapshot from the same predrop process.
 """

@@ -2,7 +2,7 @@
 """The store answers but cannot take the snapshot: slow (a BEFORE INSERT trigger sleeping 5 s on the
 snapshot table), locked (ACCESS EXCLUSIVE held by another session), full (a CHECK constraint every
 new row fails). Each DROP completes at the client, predrop's recorded hold_ms stays within
-hold_timeout_ms + 100, the miss is in the ledger (one row naming the table), in /metrics and in the
+faultlib.HOLD_BOUND_MS (hold_timeout_ms + slack), the miss is in the ledger (one row naming the table), in /metrics and in the
 log; once the fault is removed the next DROP gets a written snapshot from the same predrop process.
 (Moved here from tests/hold/test_fail_open.py, which keeps the kill switch.)
 """

@@ -11,7 +11,7 @@ import psycopg2
 
 import faultlib
 import holdlib
-from faultlib import HOLD_TIMEOUT_MS, HOLD_BOUND_S
+from faultlib import HOLD_TIMEOUT_MS, HOLD_BOUND_MS, HOLD_BOUND_S
 
 
 def store_rows(cl, sql, params=()):
@@ -50,8 +50,8 @@ def check_written(h, cl, label, table, oid):
             "%s: %s has a snapshot captured before the drop, without a predrop restart" % (label, table), snaps)
     ev = h.wait_for(lambda: store_rows(cl, "SELECT outcome, hold_ms FROM predrop.drop_events WHERE table_oid = %s "
                                        "AND hold_ms IS NOT NULL", (oid,)), timeout=10)
-    h.check(bool(ev) and ev[0]["outcome"] == "written" and ev[0]["hold_ms"] <= HOLD_TIMEOUT_MS + 100,
-            "%s: ledger row outcome written, recorded hold_ms <= %d" % (label, HOLD_TIMEOUT_MS + 100), ev)
+    h.check(bool(ev) and ev[0]["outcome"] == "written" and ev[0]["hold_ms"] <= HOLD_BOUND_MS,
+            "%s: ledger row outcome written, recorded hold_ms <= %d" % (label, HOLD_BOUND_MS), ev)
     if ev:
         print("# %s: recorded hold_ms %.1f" % (label, ev[0]["hold_ms"]))
 
@@ -108,10 +108,10 @@ def run(h, cl):
                       timeout=20)
     print("# ledger rows for the drops made while the store was down: %s" % late_rows())
     killed = [r for r in (rows or []) if r["table_name"] in ("killed1", "killed2")]
-    h.check(len(killed) == 2 and all(r["outcome"] == "store_error" and r["hold_ms"] <= HOLD_TIMEOUT_MS + 100
+    h.check(len(killed) == 2 and all(r["outcome"] == "store_error" and r["hold_ms"] <= HOLD_BOUND_MS
                                      for r in killed),
             "store back: the ledger rows of the misses while it was dead arrived from the retry queue "
-            "(store_error, hold_ms <= %d)" % (HOLD_TIMEOUT_MS + 100), late_rows())
+            "(store_error, hold_ms <= %d)" % (HOLD_BOUND_MS), late_rows())
     queued = h.wait_for(lambda: h.metric("predrop_store_retry_queue") == 0, timeout=10)
     h.check(queued, "store back: predrop_store_retry_queue drained to 0", h.metric("predrop_store_retry_queue"))
     h.check(h.metric("predrop_store_retry_lost_total") == 0, "no ledger statement was lost to the queue bound",
