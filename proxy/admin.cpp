@@ -114,6 +114,10 @@ std::string render_metrics(ProxyContext& ctx) {
   header(out, "predrop_messages_total", "counter", "Protocol messages framed, by direction.");
   sample(out, "predrop_messages_total", "direction=\"frontend\"", relayed.frontend_messages);
   sample(out, "predrop_messages_total", "direction=\"backend\"", relayed.backend_messages);
+  header(out, "predrop_copy_batched_total", "counter",
+         "COPY data phases large enough to be read in batches (socket low-water mark raised), by direction.");
+  sample(out, "predrop_copy_batched_total", "direction=\"client_to_server\"", m.copy_batched_in.load());
+  sample(out, "predrop_copy_batched_total", "direction=\"server_to_client\"", m.copy_batched_out.load());
   auto cs = ctx.classifier.stats();
   header(out, "predrop_statements_total", "counter", "Statements seen, by how the classifier handled them.");
   sample(out, "predrop_statements_total", "path=\"prefiltered\"", cs.prefiltered);

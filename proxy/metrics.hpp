@@ -40,6 +40,8 @@ struct Metrics {
   std::atomic<uint64_t> rejected_statements{0};
   std::atomic<uint64_t> unresolved_statements{0};
   std::atomic<uint64_t> cancel_requests{0};
+  std::atomic<uint64_t> copy_batched_in{0};    // COPY data phases read in batches, client → server
+  std::atomic<uint64_t> copy_batched_out{0};   // and server → client
   std::array<std::atomic<uint64_t>, 8> intercepted_by_kind{};   // parser::DestroyKind order
   std::array<std::atomic<uint64_t>, static_cast<size_t>(SnapshotOutcome::kCount)> snapshots{};
   std::atomic<uint64_t> reloads_ok{0};

@@ -16,6 +16,14 @@
 
 namespace predrop::proxy {
 
+namespace {
+// COPY batching (Session::coalesce): the socket's low-water mark in a batch, how much of a COPY
+// goes by before batching starts (a small COPY is never delayed), and the longest a batch waits.
+constexpr int kCoalesceBytes = 64 * 1024;
+constexpr uint64_t kCoalesceAfter = 256 * 1024;
+constexpr auto kCoalesceWait = std::chrono::microseconds(1000);
+}  // namespace
+
 void Session::start_relay() {
   relaying_ = true;
   counters_ = &relay_counters();
@@ -47,6 +55,57 @@ void Session::arm_watch(Pipe& p) {
   if (!p.watched || closed_ || p.closed || p.stop_reading) return;
   p.watch.arm(source(p).relay_socket(), p.backend ? &Session::on_back_readable : &Session::on_front_readable, this,
               [this] { return shared_from_this(); });
+}
+
+// A COPY's data phase: CopyOutResponse starts it on the server's side, CopyInResponse on the
+// client's; CopyDone or CopyFail ends it (so do ErrorResponse and ReadyForQuery, in inspect_backend).
+// COPY BOTH (replication) is left alone: its messages are waited on one by one.
+void Session::note_copy(Pipe& p, char type) {
+  if (p.backend) {
+    if (type == 'H') {
+      back_.copying = true;
+      back_.copy_started_at = back_.bytes;
+    } else if (type == 'G') {
+      front_.copying = true;
+      front_.copy_started_at = front_.bytes;
+    } else if (type == 'c') {
+      back_.copying = false;
+    }
+  } else if (type == 'c' || type == 'f') {
+    front_.copying = false;
+  }
+}
+
+// The sender of a COPY writes 8 KB at a time (PostgreSQL's and libpq's send buffers), and a relay
+// woken for each piece spends more on the wake-up, the epoll_wait and the two system calls than on
+// the bytes: a 155 MB COPY OUT took 18,700 of each and 440 ms of predrop's CPU. Once a COPY has
+// carried kCoalesceAfter, the source socket's low-water mark goes up to kCoalesceBytes: the kernel
+// wakes the relay once per batch (and the sender skips the wake-up too), and the batch is read into
+// a buffer that size. A timer reads whatever is queued after kCoalesceWait, so the COPY's last bytes,
+// below the mark, wait at most that. The mark is put back before the pipe waits outside a COPY
+// (lowering it wakes the socket at once if bytes are queued): no other reply is held back by it.
+void Session::coalesce(Pipe& p) {
+  bool want = p.copying && p.bytes - p.copy_started_at >= kCoalesceAfter;
+  if (want != p.coalescing) {
+    int mark = want ? kCoalesceBytes : 1;
+    if (::setsockopt(source(p).socket().native_handle(), SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark) == 0) {
+      p.coalescing = want;
+      if (want) (p.backend ? metrics().copy_batched_out : metrics().copy_batched_in).fetch_add(1, std::memory_order_relaxed);
+    } else if (!want) {
+      return close("could not reset the socket's low-water mark");
+    }
+  }
+  if (!p.coalescing) {
+    if (p.coalesce_timer) p.coalesce_timer->cancel();
+    return;
+  }
+  if (!p.coalesce_timer) p.coalesce_timer = std::make_unique<asio::steady_timer>(executor());
+  p.coalesce_timer->expires_after(kCoalesceWait);
+  p.coalesce_timer->async_wait([this, self = shared_from_this(), &p](boost::system::error_code ec) {
+    if (ec || closed_ || !p.coalescing) return;
+    p.edge = true;   // what is queued, below the mark
+    pump(p);
+  });
 }
 
 void Session::on_readable(Pipe& p, const boost::system::error_code& ec) {
@@ -105,7 +164,7 @@ bool Session::client_left_during_hold() {
 }
 
 void Session::maybe_release_buffer(Pipe& p) {
-  if (p.buf && p.begin == p.end && !p.held) {
+  if (p.buf && p.begin == p.end && !p.held && !p.coalescing) {
     pool_.give_back(p.buf);
     p.begin = p.scan = p.end = 0;
   }
@@ -124,6 +183,7 @@ void Session::start_read(Pipe& p) {
       p.edge = p.more_waiting = false;
       if (read_now(p)) return;
     }
+    coalesce(p);
     return maybe_release_buffer(p);
   }
   // A full last read means more is probably waiting (a COPY, a large result): read again now.
@@ -149,6 +209,12 @@ void Session::start_read(Pipe& p) {
 
 // Makes room at the end of the buffer; false when it is full (held: the client waits).
 bool Session::prepare_read(Pipe& p) {
+  // A batched COPY reads a whole batch at once, in a buffer of its own for as long as it lasts.
+  if (p.coalescing && p.buf.capacity() < static_cast<size_t>(kCoalesceBytes) && p.begin == p.end) {
+    pool_.give_back(p.buf);
+    p.begin = p.scan = p.end = 0;
+    p.buf = BufferPool::acquire_large(kCoalesceBytes);
+  }
   if (!p.buf) p.buf = pool_.acquire();
   // Move undecided bytes to the front so a whole message can be assembled.
   if (p.begin > 0) {
@@ -334,6 +400,7 @@ Session::ScanResult Session::scan(Pipe& p) {
                      client_addr_, total);
       }
       counters_->add_message(p.backend);
+      note_copy(p, type);
       size_t n = std::min(total, avail);
       p.scan += n;
       p.pass_remaining = total - n;
@@ -498,6 +565,7 @@ Session::Verdict Session::inspect_backend(Pipe& p, char type, char* msg, size_t&
     }
     case 'E':
       error_since_ready_ = true;
+      front_.copying = back_.copying = false;
       // After an error the server skips to Sync: nothing before it will be answered.
       if (!owed_.empty() && owed_.front() != 'Q') {
         while (!owed_.empty() && owed_.front() != 'S') owed_.pop_front();
@@ -509,6 +577,7 @@ Session::Verdict Session::inspect_backend(Pipe& p, char type, char* msg, size_t&
       return Verdict::forward;
     }
     case 'Z': {
+      front_.copying = back_.copying = false;
       if (!owed_.empty()) {
         // A ReadyForQuery answers the oldest Sync or Query.
         while (!owed_.empty() && owed_.front() != 'S' && owed_.front() != 'Q') owed_.pop_front();
@@ -575,6 +644,8 @@ void Session::close(std::string_view why) {
   closed_ = true;
   if (hold_timer_) hold_timer_->cancel();
   if (fatal_timer_) fatal_timer_->cancel();
+  for (Pipe* p : {&front_, &back_})
+    if (p->coalesce_timer) p->coalesce_timer->cancel();
   if (startup_timer_) startup_timer_->cancel();
   client_.close();
   if (upstream_) upstream_->close();

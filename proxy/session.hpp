@@ -59,6 +59,12 @@ struct Pipe {
   bool inq = false;              // TCP_INQ tells after each read whether bytes or an EOF still wait
   ReadinessWatch watch;
   uint64_t bytes = 0;
+  // The data phase of a COPY on this pipe (COPY OUT from the server, COPY IN from the client):
+  // nobody waits on its bytes one by one, so its reads may be batched (Session::coalesce).
+  bool copying = false;
+  uint64_t copy_started_at = 0;  // `bytes` when the COPY began
+  bool coalescing = false;       // SO_RCVLOWAT is raised on the source socket
+  std::unique_ptr<asio::steady_timer> coalesce_timer;   // made at the first batched COPY
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -115,6 +121,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool client_left_during_hold();
   void arm_watch(Pipe& p);
   void on_readable(Pipe& p, const boost::system::error_code& ec);
+  void note_copy(Pipe& p, char type);
+  void coalesce(Pipe& p);
   static void on_front_readable(void* s, const boost::system::error_code& ec) {
     static_cast<Session*>(s)->on_readable(static_cast<Session*>(s)->front_, ec);
   }

@@ -7,7 +7,8 @@
 # Tunables (environment): BENCH_SECONDS (default 15; use 3 while developing), BENCH_CLIENTS, BENCH_MODES,
 # BENCH_REPS, BENCH_SCALE, BENCH_COPY_MB, BENCH_COPY_REPS, BENCH_IDLE_STEPS, BENCH_SKIP ("pgbench copy
 # rss", or the name of a tests/bench/NAME/run-*.sh benchmark such as hold), BENCH_PREDROP_ARGS,
-# BENCH_KEEP=1 (keep the work dir), BENCH_PREDROP_SESSION=own (predrop in a session of its own).
+# BENCH_KEEP=1 (keep the work dir), BENCH_PREDROP_SESSION=bench (predrop in the bench's session
+# instead of one of its own).
 # See tests/bench/run-bench.sh. The soak (tests/bench/soak/run-soak.sh):
 # BENCH_SOAK_SECONDS (600), BENCH_SOAK_CLIENTS (500), BENCH_SOAK_DROPS (20 a second),
 # BENCH_SOAK_DIRECT_SECONDS (same as BENCH_SOAK_SECONDS), BENCH_SOAK_MAX_RSS_GROWTH_PCT (10).
@@ -46,13 +47,14 @@ as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@
 as_owner /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg/data" -l "$work/pg/server.log" -m fast -w -t 60 restart >/dev/null
 
 eval "$("$root/tests/bench/pgbouncer.sh" start "$work" "$PGPORT")"
-# PgBouncer daemonizes into a session of its own, and so does the postmaster under pg_ctl. With the
-# kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled) every session is one
-# scheduling group with one fair share of the CPU, so where predrop sits moves the figures: in the
-# bench's own session (the default) it shares a share with pgbench and psql, which helps COPY OUT
-# (the backend keeps a whole share) and costs it at pgbench -c 16; BENCH_PREDROP_SESSION=own gives it
-# a session of its own, as PgBouncer has. The line below says which was measured.
-[ "${BENCH_PREDROP_SESSION:-bench}" = own ] && export PREDROP_OWN_SESSION=1
+# PgBouncer daemonizes into a session of its own, and so does the postmaster under pg_ctl; predrop
+# gets one too (setsid), as it has under systemd or in a container. It matters on this machine: with
+# the kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled) every session is one
+# scheduling group with one fair share of the CPU, so a proxy left in the bench's session would share
+# a share with pgbench and psql, unlike PgBouncer. BENCH_PREDROP_SESSION=bench measures that placement
+# (it helps COPY OUT, where the backend then keeps a whole share, and costs at pgbench -c 16). The
+# line below says which was measured.
+[ "${BENCH_PREDROP_SESSION:-own}" = own ] && export PREDROP_OWN_SESSION=1
 # shellcheck disable=SC2086
 eval "$("$root/tests/support/start-predrop.sh" "$work" ${BENCH_PREDROP_ARGS:-})"
 export PGB_PORT PGB_PID PREDROP_PORT PREDROP_PID

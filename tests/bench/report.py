@@ -3,7 +3,7 @@
 
 Lines of results.tsv (tab-separated):
   pgbench  <cell e.g. "-S c=16 prepared">  <target>  <tps>  <latency ms>  <failed>  <proxy CPU us/tx or ->
-  copy     <test: out|in>                  <target>  <seconds>  <bytes>
+  copy     <test: out|in>                  <target>  <seconds>  <bytes>  <proxy CPU ms or ->
   rss      <target>  <clients>  <VmRSS kB>  <RssAnon kB>
 Targets: direct, pgbouncer, predrop. Several lines for the same cell/target are repetitions (median).
 """
@@ -50,7 +50,7 @@ def main():
                 order.append(f[1])
             pg[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]), num(f[6]) if len(f) > 6 else None))
         elif f[0] == "copy":
-            copy[f[1]][f[2]].append((num(f[3]), num(f[4])))
+            copy[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]) if len(f) > 5 else None))
         elif f[0] == "rss":
             rss[f[1]][int(f[2])] = (num(f[3]), num(f[4]))
 
@@ -79,16 +79,20 @@ def main():
         print("COPY (median wall seconds around psql; MB = 10^6 bytes)\n")
         rows = []
         for test in sorted(copy):
-            m = {t: (med([x[0] for x in copy[test][t]]), med([x[1] for x in copy[test][t]])) for t in TARGETS}
+            m = {t: (med([x[0] for x in copy[test][t]]), med([x[1] for x in copy[test][t]]),
+                     med([x[2] for x in copy[test][t]])) for t in TARGETS}
             mbs = {t: (m[t][1] / 1e6 / m[t][0]) if m[t][0] and m[t][1] else None for t in TARGETS}
             size = next((m[t][1] for t in TARGETS if m[t][1]), None)
             rows.append([test, fmt(size / 1e6 if size else None, "{:.1f}"),
                          *("%s (%s)" % (fmt(m[t][0], "{:.2f}"), fmt(mbs[t], "{:.0f}")) for t in TARGETS),
                          fmt(ratio(mbs["predrop"], mbs["direct"]), "{:.2f}"),
                          fmt(ratio(mbs["predrop"], mbs["pgbouncer"]), "{:.2f}"),
+                         fmt(m["predrop"][2]), fmt(m["pgbouncer"][2]),
+                         " ".join(fmt(ratio(b[0], a[0]), "{:.2f}") for a, b in zip(copy[test]["predrop"], copy[test]["direct"])),
                          str(len(copy[test]["predrop"]))])
         table(["test", "MB", "direct s (MB/s)", "pgbouncer s (MB/s)", "predrop s (MB/s)",
-               "throughput pd/direct", "throughput pd/pgb", "n"], rows)
+               "throughput pd/direct", "throughput pd/pgb", "predrop CPU ms", "pgb CPU ms",
+               "pd/direct by run", "n"], rows)
 
     if rss:
         print("RSS with idle clients (fresh process; VmRSS from /proc/PID/status)\n")

@@ -3,7 +3,8 @@
 # then calls this). Side by side, direct / pgbouncer / predrop, on 127.0.0.1 TCP:
 #   1. pgbench -S for 'BENCH_CLIENTS' x 'BENCH_MODES', BENCH_SECONDS each (-j 2; -j 1 for -c 1),
 #      with the proxies' CPU per transaction from /proc/PID/stat
-#   2. COPY OUT and COPY IN of ~BENCH_COPY_MB MB (unlogged tables), wall time with date +%s.%N
+#   2. COPY OUT and COPY IN of ~BENCH_COPY_MB MB (unlogged tables), wall time with date +%s.%N, and
+#      the proxies' CPU time per COPY
 #   3. RSS of a fresh predrop and a fresh pgbouncer holding BENCH_IDLE_STEPS idle clients; per client is
 #      (RSS with N idle - RSS of the same process with 0 sessions) / N at each N, so the first sessions'
 #      one-off costs (arenas, pools, code first touched) count against them, not only the marginal ones
@@ -42,6 +43,8 @@ declare -A PID=([direct]="" [pgbouncer]=$PGB_PID [predrop]=$PREDROP_PID)
 direct_sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -qAt -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -c "$1"; }
 cpu_ticks() { [ -n "$1" ] && awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo ""; }
 now() { date +%s.%N; }
+# A proxy's CPU milliseconds between two cpu_ticks readings ("-" for direct).
+copy_cpu_ms() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", (b - a) * 1000 / hz }'; else echo -; fi; }
 log() { echo "bench: $*" >&2; }
 # Rotate the order of the three targets from one measurement to the next (the host drifts).
 rot=0
@@ -102,22 +105,28 @@ if [[ "$SKIP" != *" copy "* ]]; then
   log "COPY: $bytes bytes"
   for rep in $(seq 1 "$COPY_REPS"); do
     for target in $(targets_rotated); do
+      c0=$(cpu_ticks "${PID[$target]}")
       t0=$(now)
       psql -X -h 127.0.0.1 -p "${PORT[$target]}" -Atc "COPY copy_src TO STDOUT" | wc -c >"$BENCH_WORK/copy-out.count"
       t1=$(now)
+      c1=$(cpu_ticks "${PID[$target]}")
       got=$(cat "$BENCH_WORK/copy-out.count")
       [ "$got" -eq "$bytes" ] || log "COPY OUT via $target returned $got bytes, expected $bytes"
-      printf 'copy\tout (table TO STDOUT)\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$got" >>"$results"
+      printf 'copy\tout (table TO STDOUT)\t%s\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$got" \
+        "$(copy_cpu_ms "$c0" "$c1")" >>"$results"
     done
     for target in $(targets_rotated); do
       direct_sql "TRUNCATE copy_in" >/dev/null
       direct_sql "CHECKPOINT" >/dev/null
+      c0=$(cpu_ticks "${PID[$target]}")
       t0=$(now)
       psql -X -h 127.0.0.1 -p "${PORT[$target]}" -qc "COPY copy_in FROM STDIN" <"$BENCH_WORK/copy.dat" || log "COPY IN via $target failed"
       t1=$(now)
+      c1=$(cpu_ticks "${PID[$target]}")
       n=$(direct_sql "SELECT count(*) FROM copy_in")
       [ "$n" -eq "$rows" ] || log "COPY IN via $target stored $n rows, expected $rows"
-      printf 'copy\tin (FROM STDIN)\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$bytes" >>"$results"
+      printf 'copy\tin (FROM STDIN)\t%s\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$bytes" \
+        "$(copy_cpu_ms "$c0" "$c1")" >>"$results"
     done
     log "COPY repetition $rep done"
   done

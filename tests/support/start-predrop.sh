@@ -21,7 +21,7 @@
 #   PREDROP_HARNESS_RELAY  "python": start tests/support/tcp-relay.py (a dumb byte relay) instead of
 #                          predrop, to validate the tests themselves; extra args are then ignored.
 #   PREDROP_OWN_SESSION    "1": start it in a session of its own (setsid), as a service runs
-#                          (the bench's BENCH_PREDROP_SESSION=own; see scripts/bench.sh)
+#                          (the bench does, unless BENCH_PREDROP_SESSION=bench; see scripts/bench.sh)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=${1:?usage: start-predrop.sh WORKDIR [extra predrop args...]}
