@@ -70,10 +70,14 @@ def main():
                          fmt(ratio(m["predrop"][1], m["pgbouncer"][1]), "{:.2f}"),
                          fmt(m["predrop"][3], "{:.0f}"), fmt(m["pgbouncer"][3], "{:.0f}"),
                          "/".join(fmt(m[t][2], "{:.0f}") for t in TARGETS),
+                         fmt(med([ratio(a[0], b[0]) for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"])]), "{:.2f}"),
                          " ".join(fmt(ratio(a[0], b[0]), "{:.2f}") for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"]))])
         table(["cell", "direct tps", "pgb tps", "predrop tps", "direct lat", "pgb lat", "predrop lat",
                "tps pd/direct", "tps pd/pgb", "lat pd/direct", "lat pd/pgb", "predrop CPU us/tx", "pgb CPU us/tx",
-               "failed d/pgb/pd", "tps pd/pgb by run"], rows)
+               "failed d/pgb/pd", "pd/pgb median of runs", "tps pd/pgb by run"], rows)
+        print("tps pd/pgb compares the medians; a run is one back-to-back triple of direct, pgbouncer and predrop\n"
+              "(rotated order), so its ratio is measured under one state of the host, and 'median of runs' is the\n"
+              "median of those paired ratios.\n")
 
     if copy:
         print("COPY (median wall seconds around psql; MB = 10^6 bytes)\n")
