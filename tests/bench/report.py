@@ -92,11 +92,12 @@ def main():
                          fmt(ratio(mbs["predrop"], mbs["direct"]), "{:.2f}"),
                          fmt(ratio(mbs["predrop"], mbs["pgbouncer"]), "{:.2f}"),
                          fmt(m["predrop"][2]), fmt(m["pgbouncer"][2]),
+                         fmt(med([ratio(b[0], a[0]) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]), "{:.2f}"),
                          " ".join(fmt(ratio(b[0], a[0]), "{:.2f}") for a, b in zip(copy[test]["predrop"], copy[test]["direct"])),
                          str(len(copy[test]["predrop"]))])
         table(["test", "MB", "direct s (MB/s)", "pgbouncer s (MB/s)", "predrop s (MB/s)",
                "throughput pd/direct", "throughput pd/pgb", "predrop CPU ms", "pgb CPU ms",
-               "pd/direct by run", "n"], rows)
+               "pd/direct median of runs", "pd/direct by run", "n"], rows)
 
     if rss:
         print("RSS with idle clients (fresh process; VmRSS from /proc/PID/status)\n")

@@ -14,7 +14,7 @@
 # Environment (set by scripts/bench.sh): PGHOST PGPORT (direct), PGB_PORT PGB_PID, PREDROP_PORT
 # PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CLIENTS ("1 16 64"),
 # BENCH_MODES ("simple prepared"), BENCH_REPS (5), BENCH_SCALE (10), BENCH_WARMUP (5),
-# BENCH_COPY_MB (150), BENCH_COPY_REPS (5), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
+# BENCH_COPY_MB (150), BENCH_COPY_REPS (9), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
 # pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +29,7 @@ REPS=${BENCH_REPS:-5}
 SCALE=${BENCH_SCALE:-10}
 WARMUP=${BENCH_WARMUP:-5}
 COPY_MB=${BENCH_COPY_MB:-150}
-COPY_REPS=${BENCH_COPY_REPS:-5}
+COPY_REPS=${BENCH_COPY_REPS:-9}
 IDLE_STEPS=${BENCH_IDLE_STEPS:-0,250,500,1000}
 SKIP=" ${BENCH_SKIP:-} "
 results=$BENCH_WORK/results.tsv
