@@ -91,14 +91,12 @@ void Session::coalesce(Pipe& p) {
     if (::setsockopt(source(p).socket().native_handle(), SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof mark) == 0) {
       p.coalescing = want;
       if (want) (p.backend ? metrics().copy_batched_out : metrics().copy_batched_in).fetch_add(1, std::memory_order_relaxed);
+      else p.coalesce_timer->cancel();   // made when batching began
     } else if (!want) {
       return close("could not reset the socket's low-water mark");
     }
   }
-  if (!p.coalescing) {
-    if (p.coalesce_timer) p.coalesce_timer->cancel();
-    return;
-  }
+  if (!p.coalescing) return;
   if (!p.coalesce_timer) p.coalesce_timer = std::make_unique<asio::steady_timer>(executor());
   p.coalesce_timer->expires_after(kCoalesceWait);
   p.coalesce_timer->async_wait([this, self = shared_from_this(), &p](boost::system::error_code ec) {
