@@ -19,9 +19,8 @@ uint64_t ConnPool::acquire(const std::string& key, AcquireFn fn) {
 }
 
 void ConnPool::cancel(uint64_t ticket) {
-  if (auto o = opening_.find(ticket); o != opening_.end()) {
-    o->second->fn = nullptr;
-    opening_.erase(o);
+  if (auto a = connecting_.find(ticket); a != connecting_.end()) {
+    a->second->waiter.fn = nullptr;   // the connection opens anyway and goes idle
     return;
   }
   for (auto it = waiters_.begin(); it != waiters_.end(); ++it)
@@ -48,12 +47,9 @@ void ConnPool::close_all() {
   open_ -= idle_.size();
   idle_.clear();
   waiters_.clear();
-  opening_.clear();
   for (auto& [ticket, attempt] : connecting_) {
-    if (attempt->finished) continue;
-    attempt->finished = true;
     attempt->timer->cancel();
-    attempt->conn->kill();
+    attempt->conn->kill();   // its completion is never called now
     --open_;
   }
   connecting_.clear();
@@ -106,32 +102,33 @@ void ConnPool::open_for(Waiter w) {
   // The waiter may be cancelled (its deadline passed) while the connection is opening; then
   // the fresh connection simply goes idle for the next request.
   uint64_t ticket = w.ticket;
-  auto holder = std::make_shared<Waiter>(std::move(w));
-  opening_[ticket] = holder;
   // Libpq's connect_timeout is not enforced in non-blocking mode, so bound the attempt here.
-  auto attempt = std::make_shared<Attempt>(Attempt{conn, std::make_shared<boost::asio::steady_timer>(io_, connect_timeout_)});
+  auto attempt = std::make_shared<Attempt>(
+      Attempt{conn, std::make_shared<boost::asio::steady_timer>(io_, connect_timeout_), std::move(w)});
   connecting_[ticket] = attempt;
-  auto complete = [this, conn, holder, ticket, attempt](PgResult r) {
-    if (attempt->finished) return;
-    attempt->finished = true;
+  // Called by the connection or by the timer, whichever comes first; the attempt leaves
+  // connecting_ then, so the other one finds it gone.
+  auto complete = [this, conn, ticket, attempt](PgResult r) {
+    auto it = connecting_.find(ticket);
+    if (it == connecting_.end()) return;
+    connecting_.erase(it);
     attempt->timer->cancel();
-    connecting_.erase(ticket);
-    opening_.erase(ticket);
+    Waiter& waiter = attempt->waiter;
     if (!r.ok()) {
       conn->kill();
       --open_;
-      spdlog::warn("predrop {} connection to database '{}' failed: {}", what_, holder->key, r.error);
-      if (holder->fn) holder->fn(nullptr, r.error);
+      spdlog::warn("predrop {} connection to database '{}' failed: {}", what_, waiter.key, r.error);
+      if (waiter.fn) waiter.fn(nullptr, r.error);
       pump();
       return;
     }
-    if (holder->fn) holder->fn(conn, "");
+    if (waiter.fn) waiter.fn(conn, "");
     else release(conn, true);
   };
   attempt->timer->async_wait([complete](const boost::system::error_code& ec) {
     if (!ec) complete(PgResult{nullptr, "connection attempt timed out"});
   });
-  conn->connect(params_(holder->key), complete);
+  conn->connect(params_(attempt->waiter.key), complete);
 }
 
 }  // namespace predrop::capture

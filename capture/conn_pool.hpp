@@ -56,13 +56,13 @@ class ConnPool {
   std::string what_;
   std::deque<Waiter> waiters_;
   std::vector<Conn> idle_;
-  std::unordered_map<uint64_t, std::shared_ptr<Waiter>> opening_;  // connecting on a waiter's behalf
-  // Every connection still opening, cancelled waiter or not. Its completion handler holds it and it
-  // holds the handler until the attempt ends, so close_all() must end it or it is never freed.
+  // Every connection still opening, by its waiter's ticket; a cancelled waiter's fn is empty and
+  // its connection goes idle. The completion handler holds the attempt and the connection holds
+  // the handler until the attempt ends, so close_all() must end it or it is never freed.
   struct Attempt {
     Conn conn;
     std::shared_ptr<boost::asio::steady_timer> timer;
-    bool finished = false;
+    Waiter waiter;
   };
   std::unordered_map<uint64_t, std::shared_ptr<Attempt>> connecting_;
   size_t open_ = 0;  // connections open or opening, busy or idle
