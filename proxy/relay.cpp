@@ -192,7 +192,10 @@ void Session::start_read(Pipe& p) {
   maybe_release_buffer(p);
   auto self = shared_from_this();
   // While the server owes replies, wait with a buffer: the reactor reads as soon as the bytes land.
-  bool keep_buffer = p.buf || src.has_pending_plaintext() || (p.backend && !owed_.empty() && !holding_);
+  // A TLS source always reads through its stream: whole records may wait in asio's and OpenSSL's
+  // buffers (beyond what SSL_pending counts) with nothing left on the socket to wake a readiness
+  // wait; waiting on the socket then hung a paced COPY IN over TLS in about one run in three.
+  bool keep_buffer = p.buf || src.is_tls() || (p.backend && !owed_.empty() && !holding_);
   if (keep_buffer) return read_async(p);
   // Idle: wait for readability without holding a buffer.
   p.reading = true;
@@ -200,7 +203,6 @@ void Session::start_read(Pipe& p) {
     p.reading = false;
     if (closed_) return;
     if (ec) return on_pipe_eof(p, ec);
-    if (source(p).is_tls()) return read_async(p);
     if (!read_now(p)) start_read(p);
   });
 }

@@ -23,9 +23,6 @@ class Transport {
     tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, ctx);
     return *tls_;
   }
-  // Bytes OpenSSL has decrypted but the relay has not read: no socket readiness will announce them.
-  bool has_pending_plaintext() const { return tls_ && SSL_pending(tls_->native_handle()) > 0; }
-
   template <class Buffers, class Handler>
   void async_read_some(const Buffers& b, Handler&& h) {
     if (tls_) tls_->async_read_some(b, std::forward<Handler>(h));

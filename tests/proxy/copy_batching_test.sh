@@ -73,4 +73,28 @@ tl_expect "the rows copied in are the rows copied out" \
   "$(via "$PGPORT" -Atc "SELECT md5(string_agg(h || pad, ',' ORDER BY g)) FROM src")" \
   "$(via "$PGPORT" -Atc "SELECT md5(string_agg(h || pad, ',' ORDER BY g)) FROM (SELECT DISTINCT * FROM dst) d")"
 tl_predrop_alive || tl_fail "predrop exited"
+
+# With TLS on the client leg: the COPY OUT is still read from the plaintext upstream in batches and
+# written through TLS; the COPY IN comes through TLS (not batched: only plaintext sources are).
+pki=$TL_WORK/pki
+tl_make_pki "$pki" "copy batching CA"
+plain_port=$PREDROP_PORT
+tls_admin=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+tl_start_predrop --admin "127.0.0.1:$tls_admin" --config "$(tl_config tls "tls:
+  cert_file: $pki/server.crt
+  key_file: $pki/server.key")"
+admin=$tls_admin
+out0=$(batched server_to_client)
+if PGSSLMODE=require via "$PREDROP_PORT" -At -c "$copy_out" -c "SELECT 'after-copy-1'" -c "SELECT count(*) FROM src" \
+     -c "COPY (SELECT 1) TO STDOUT" -c "SELECT 'after-copy-2'" >"$TL_WORK/tls.out" 2>"$TL_WORK/tls.err"; then :
+else tl_fail "COPY OUT session over TLS: exit $? $(head -c 400 "$TL_WORK/tls.err")"; fi
+tl_expect "over TLS: COPY OUT and the statements after it, same bytes as direct" \
+  "$(md5sum <"$TL_WORK/direct.out")" "$(md5sum <"$TL_WORK/tls.out")"
+tl_expect "over TLS: the COPY OUT from the plaintext upstream was batched" "$((out0 + 1))" "$(batched server_to_client)"
+via "$PGPORT" -c "TRUNCATE dst"
+paced | PGSSLMODE=require via "$PREDROP_PORT" -At -f - >"$TL_WORK/tls-in.out" 2>&1 \
+  || tl_fail "COPY IN session over TLS ended with status $?: $(tail -n 3 "$TL_WORK/tls-in.out")"
+tl_expect "over TLS: COPY IN then 51 statements, every reply arrived" \
+  "$(seq 1 50 | tr '\n' ' ')80000" "$(tail -n 51 "$TL_WORK/tls-in.out" | tr '\n' ' ' | sed 's/ $//')"
+tl_predrop_alive || tl_fail "predrop (TLS) exited"
 tl_finish
