@@ -178,16 +178,16 @@ std::string render_metrics(ProxyContext& ctx) {
 struct AdminServer::Impl {
   ProxyContext& ctx;
   asio::io_context io{1};
-  tcp::acceptor acceptor{io};
+  std::vector<tcp::acceptor> acceptors;
   std::thread thread;
 
   explicit Impl(ProxyContext& c) : ctx(c) {}
 
-  void accept() {
-    acceptor.async_accept([this](boost::system::error_code ec, tcp::socket sock) {
+  void accept(tcp::acceptor& acceptor) {
+    acceptor.async_accept([this, &acceptor](boost::system::error_code ec, tcp::socket sock) {
       if (ec) return;
       serve(std::make_shared<tcp::socket>(std::move(sock)));
-      accept();
+      accept(acceptor);
     });
   }
 
@@ -253,11 +253,15 @@ struct AdminServer::Impl {
 };
 
 AdminServer::AdminServer(ProxyContext& ctx, const policy::Endpoint& listen) : impl_(std::make_unique<Impl>(ctx)) {
-  tcp::endpoint ep = open_listener(impl_->acceptor, listen, "admin", asio::socket_base::max_listen_connections);
-  impl_->accept();
+  impl_->acceptors = open_listeners(impl_->io.get_executor(), listen, "admin", asio::socket_base::max_listen_connections);
+  bool loopback_only = true;
+  for (auto& a : impl_->acceptors) {
+    loopback_only = loopback_only && a.local_endpoint().address().is_loopback();
+    impl_->accept(a);
+  }
   impl_->thread = std::thread([this] { impl_->io.run(); });
   spdlog::info("admin endpoint on http://{}/metrics", listen.to_string());
-  if (!ep.address().is_loopback())
+  if (!loopback_only)
     spdlog::warn("admin endpoint {} is not on loopback: /metrics and /drops answer anyone who can reach it",
                  listen.to_string());
 }

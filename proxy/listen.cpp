@@ -1,5 +1,6 @@
 #include "proxy/listen.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -8,33 +9,54 @@ namespace predrop::proxy {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-tcp::endpoint open_listener(tcp::acceptor& acceptor, const policy::Endpoint& where, std::string_view setting,
-                            int backlog) {
-  std::string what = std::string(setting) + " " + where.to_string();
+std::vector<tcp::endpoint> listen_endpoints(const asio::any_io_executor& ex, const policy::Endpoint& where,
+                                            std::string_view setting) {
   boost::system::error_code ec;
-  tcp::endpoint ep;
-  if (auto address = asio::ip::make_address(where.host, ec); !ec) {
-    ep = tcp::endpoint(address, where.port);
-  } else {
-    // A name (localhost, a pod's hostname): its first address, as a server binding a name would.
-    tcp::resolver resolver(acceptor.get_executor());
-    auto found = resolver.resolve(where.host, std::to_string(where.port), tcp::resolver::passive, ec);
-    if (ec || found.empty())
-      throw std::runtime_error(what + ": cannot resolve host '" + where.host + "': " +
-                               (ec ? ec.message() : std::string("no address")));
-    ep = found.begin()->endpoint();
-    what += " (" + ep.address().to_string() + ")";
+  if (auto address = asio::ip::make_address(where.host, ec); !ec) return {tcp::endpoint(address, where.port)};
+  tcp::resolver resolver(ex);
+  auto found = resolver.resolve(where.host, std::to_string(where.port), tcp::resolver::passive, ec);
+  if (ec || found.empty())
+    throw std::runtime_error(std::string(setting) + " " + where.to_string() + ": cannot resolve host '" + where.host +
+                             "': " + (ec ? ec.message() : std::string("no address")));
+  std::vector<tcp::endpoint> out;
+  for (const auto& entry : found)
+    if (std::find(out.begin(), out.end(), entry.endpoint()) == out.end()) out.push_back(entry.endpoint());
+  return out;
+}
+
+std::vector<tcp::acceptor> open_listeners(const asio::any_io_executor& ex, const policy::Endpoint& where,
+                                          std::string_view setting, int backlog) {
+  boost::system::error_code not_literal;
+  asio::ip::make_address(where.host, not_literal);
+  std::string what = std::string(setting) + " " + where.to_string();
+  return bind_listeners(
+      ex, listen_endpoints(ex, where, setting),
+      [&](const tcp::endpoint& ep) { return not_literal ? what + " (" + ep.address().to_string() + ")" : what; }, backlog);
+}
+
+std::vector<tcp::acceptor> bind_listeners(const asio::any_io_executor& ex, const std::vector<tcp::endpoint>& endpoints,
+                                          const std::function<std::string(const tcp::endpoint&)>& label, int backlog) {
+  std::vector<tcp::acceptor> acceptors;
+  for (const auto& ep : endpoints) {
+    boost::system::error_code ec;
+    auto fail = [&](const char* step) { throw std::runtime_error(label(ep) + ": cannot " + step + ": " + ec.message()); };
+    tcp::acceptor& a = acceptors.emplace_back(ex);
+    a.open(ep.protocol(), ec);
+    if (ec) fail("open a socket");
+    a.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (ec) fail("set SO_REUSEADDR");
+    // Beside an IPv4 address of the same name, an IPv6 socket takes IPv6 only (a wildcard would
+    // otherwise claim the IPv4 port too).
+    if (ep.address().is_v6() && endpoints.size() > 1) {
+      a.set_option(asio::ip::v6_only(true), ec);
+      if (ec) fail("set IPV6_V6ONLY");
+    }
+    a.bind(ep, ec);
+    if (ec) fail("bind");
+    a.listen(backlog, ec);
+    if (ec) fail("listen");
   }
-  auto fail = [&](const char* step) { throw std::runtime_error(what + ": cannot " + step + ": " + ec.message()); };
-  acceptor.open(ep.protocol(), ec);
-  if (ec) fail("open a socket");
-  acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (ec) fail("set SO_REUSEADDR");
-  acceptor.bind(ep, ec);
-  if (ec) fail("bind");
-  acceptor.listen(backlog, ec);
-  if (ec) fail("listen");
-  return ep;
+  return acceptors;
 }
 
 }  // namespace predrop::proxy

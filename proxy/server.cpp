@@ -160,15 +160,21 @@ class Server {
     } else {
       spdlog::warn("no --capture/--store given: destructive statements are relayed without snapshots");
     }
-    acceptor_.emplace(*loops_[0]);
-    open_listener(*acceptor_, cfg->listen, "listen", asio::socket_base::max_listen_connections);
-    spdlog::info("predrop listening on {} relaying to {} ({} threads)", cfg->listen.to_string(), cfg->upstream.to_string(), threads_);
+    acceptors_ = open_listeners(loops_[0]->get_executor(), cfg->listen, "listen", asio::socket_base::max_listen_connections);
+    std::string bound;
+    for (auto& a : acceptors_) {
+      auto ep = a.local_endpoint();
+      bound += (bound.empty() ? "" : ", ") + (ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string()) +
+               ":" + std::to_string(ep.port());
+    }
+    spdlog::info("predrop listening on {} ({}) relaying to {} ({} threads)", cfg->listen.to_string(), bound,
+                 cfg->upstream.to_string(), threads_);
   }
 
   int run() {
     if (auto cfg = ctx_.config(); cfg->admin) admin_ = std::make_unique<AdminServer>(ctx_, *cfg->admin);
     if (retry_migration_) migrate_in_background(retry_migration_->first, retry_migration_->second);
-    accept();
+    for (auto& a : acceptors_) accept(a);
     wait_signal();
     std::vector<std::thread> workers;
     for (int i = 0; i < threads_; ++i) workers.emplace_back([this, i] { loops_[i]->run(); });
@@ -234,22 +240,23 @@ class Server {
     else migration_thread_.join();
   }
 
-  void accept() {
+  // Every acceptor runs on loops_[0], so next_loop_ needs no lock.
+  void accept(tcp::acceptor& acceptor) {
     auto& loop = *loops_[next_loop_];
     BufferPool& pool = *pools_[next_loop_];
     next_loop_ = (next_loop_ + 1) % loops_.size();
-    acceptor_->async_accept(loop, [this, &pool](boost::system::error_code ec, tcp::socket socket) {
+    acceptor.async_accept(loop, [this, &acceptor, &pool](boost::system::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted) return;
         spdlog::warn("accept failed: {}", ec.message());
         // Out of descriptors and the like: do not spin, try again shortly.
         auto t = std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(50));
-        t->async_wait([this, t](boost::system::error_code) { accept(); });
+        t->async_wait([this, t, &acceptor](boost::system::error_code) { accept(acceptor); });
         return;
       }
       auto session = std::make_shared<Session>(ctx_, std::move(socket), pool);
       asio::post(session->executor(), [session] { session->start(); });
-      accept();
+      accept(acceptor);
     });
   }
 
@@ -270,7 +277,7 @@ class Server {
                    ctx_.config()->limits.drain_timeout_ms);
       asio::post(*loops_[0], [this] {
         boost::system::error_code ignored;
-        acceptor_->close(ignored);
+        for (auto& a : acceptors_) a.close(ignored);
       });
       drain_deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(ctx_.config()->limits.drain_timeout_ms);
       poll_drain();
@@ -330,7 +337,7 @@ class Server {
   std::vector<std::unique_ptr<asio::io_context>> loops_;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards_;
   std::vector<std::unique_ptr<BufferPool>> pools_;
-  std::optional<tcp::acceptor> acceptor_;
+  std::vector<tcp::acceptor> acceptors_;
   size_t next_loop_ = 0;
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;

@@ -14,7 +14,8 @@ holder=$!
 trap 'rc=$?; kill $holder 2>/dev/null; (exit $rc); tl_cleanup' EXIT
 for _ in $(seq 50); do [ -s "$TL_WORK/taken.port" ] && break; sleep 0.1; done
 taken=$(cat "$TL_WORK/taken.port")
-# What the resolver gives first for localhost (127.0.0.1 here; ::1 on some hosts): predrop binds that.
+# What the resolver gives first for localhost (127.0.0.1 here; ::1 as well on some hosts, and predrop
+# binds every address a name gives: listen_unit_test covers two).
 localhost_addr=$(python3 -c 'import socket; print(socket.getaddrinfo("localhost", 1, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][4][0])')
 
 bad_start() {  # LABEL EXPECTED-TEXT serve-args...
