@@ -65,6 +65,7 @@ struct alignas(64) RelayCounters {
 
   void add_bytes(bool server_to_client, uint64_t n) { bump(server_to_client ? bytes_server_to_client : bytes_client_to_server, n); }
   void add_message(bool backend) { bump(backend ? backend_messages : frontend_messages, 1); }
+  void add_messages(bool backend, uint64_t n) { bump(backend ? backend_messages : frontend_messages, n); }
 
  private:
   static void bump(std::atomic<uint64_t>& c, uint64_t n) {
