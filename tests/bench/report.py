@@ -3,11 +3,12 @@
 
 Lines of results.tsv (tab-separated):
   pgbench  <cell e.g. "-S c=16 prepared">  <target>  <tps>  <latency ms>  <failed>  <proxy CPU us/tx or ->
-  copy     <test: out|in>                  <target>  <seconds>  <bytes>  <proxy CPU ms or ->
+  copy     <test: out|in>                  <target>  <seconds>  <bytes>  <proxy CPU ms or ->  <server backend CPU ms or ->
   rss      <target>  <clients>  <VmRSS kB>  <RssAnon kB>
 Targets: direct, pgbouncer, predrop. Several lines for the same cell/target are repetitions (median).
 """
 import collections
+import math
 import statistics
 import sys
 
@@ -17,6 +18,26 @@ TARGETS = ("direct", "pgbouncer", "predrop")
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
+
+
+def median_ci(xs):
+    """Distribution-free interval for the median of paired ratios: the k-th smallest and k-th largest,
+    k as large as keeps the coverage (two binomial tails at p = 1/2) at 95 % or more; with 5 runs the
+    widest, min to max, covers 93.75 %. Returns (low, high, coverage) or None."""
+    xs = sorted(x for x in xs if x is not None)
+    n = len(xs)
+    if n < 2:
+        return None
+    tail = lambda k: sum(math.comb(n, i) for i in range(k)) / 2 ** n   # P(fewer than k runs below the median)
+    k = 1
+    while k + 1 <= n // 2 and 1 - 2 * tail(k + 1) >= 0.95:
+        k += 1
+    return xs[k - 1], xs[n - k], 1 - 2 * tail(k)
+
+
+def fmt_ci(xs):
+    ci = median_ci(xs)
+    return "-" if ci is None else "{:.2f}-{:.2f} ({:.0%})".format(*ci)
 
 
 def fmt(x, spec="{:,.0f}"):
@@ -50,7 +71,8 @@ def main():
                 order.append(f[1])
             pg[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]), num(f[6]) if len(f) > 6 else None))
         elif f[0] == "copy":
-            copy[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]) if len(f) > 5 else None))
+            copy[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]) if len(f) > 5 else None,
+                                     num(f[6]) if len(f) > 6 else None))
         elif f[0] == "rss":
             rss[f[1]][int(f[2])] = (num(f[3]), num(f[4]))
 
@@ -71,17 +93,19 @@ def main():
                          fmt(m["predrop"][3], "{:.0f}"), fmt(m["pgbouncer"][3], "{:.0f}"),
                          "/".join(fmt(m[t][2], "{:.0f}") for t in TARGETS),
                          fmt(med([ratio(a[0], b[0]) for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"])]), "{:.2f}"),
+                         fmt_ci([ratio(a[0], b[0]) for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"])]),
                          " ".join(fmt(ratio(a[0], b[0]), "{:.2f}") for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"]))])
         table(["cell", "direct tps", "pgb tps", "predrop tps", "direct lat", "pgb lat", "predrop lat",
                "tps pd/direct", "tps pd/pgb", "lat pd/direct", "lat pd/pgb", "predrop CPU us/tx", "pgb CPU us/tx",
-               "failed d/pgb/pd", "pd/pgb median of runs", "tps pd/pgb by run"], rows)
+               "failed d/pgb/pd", "pd/pgb median of runs", "interval of that median", "tps pd/pgb by run"], rows)
         print("tps pd/pgb compares the medians; a run is one back-to-back triple of direct, pgbouncer and predrop\n"
               "(rotated order), so its ratio is measured under one state of the host, and 'median of runs' is the\n"
-              "median of those paired ratios.\n")
+              "median of those paired ratios; its interval is distribution-free (order statistics, coverage in\n"
+              "brackets): the range a rerun's median would fall in.\n")
 
     if copy:
         print("COPY (median wall seconds around psql; MB = 10^6 bytes)\n")
-        rows = []
+        rows, server_rows = [], []
         for test in sorted(copy):
             m = {t: (med([x[0] for x in copy[test][t]]), med([x[1] for x in copy[test][t]]),
                      med([x[2] for x in copy[test][t]])) for t in TARGETS}
@@ -93,11 +117,27 @@ def main():
                          fmt(ratio(mbs["predrop"], mbs["pgbouncer"]), "{:.2f}"),
                          fmt(m["predrop"][2]), fmt(m["pgbouncer"][2]),
                          fmt(med([ratio(b[0], a[0]) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]), "{:.2f}"),
+                         fmt_ci([ratio(b[0], a[0]) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]),
                          " ".join(fmt(ratio(b[0], a[0]), "{:.2f}") for a, b in zip(copy[test]["predrop"], copy[test]["direct"])),
                          str(len(copy[test]["predrop"]))])
+            busy = lambda run: ratio(run[3], run[0] * 1000) if run[3] is not None and run[0] else None
+            paired = [ratio(busy(a), busy(b)) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]
+            paired_pgb = [ratio(busy(a), busy(b)) for a, b in zip(copy[test]["pgbouncer"], copy[test]["direct"])]
+            server_rows.append([test, *(fmt(med([x[3] for x in copy[test][t]])) for t in TARGETS),
+                                *(fmt(med([busy(x) for x in copy[test][t]]), "{:.0%}") for t in TARGETS),
+                                fmt(med(paired), "{:.2f}"), fmt_ci(paired), fmt(med(paired_pgb), "{:.2f}"),
+                                " ".join(fmt(x, "{:.2f}") for x in paired)])
         table(["test", "MB", "direct s (MB/s)", "pgbouncer s (MB/s)", "predrop s (MB/s)",
                "throughput pd/direct", "throughput pd/pgb", "predrop CPU ms", "pgb CPU ms",
-               "pd/direct median of runs", "pd/direct by run", "n"], rows)
+               "pd/direct median of runs", "interval of that median", "pd/direct by run", "n"], rows)
+        if any(r[1] != "-" for r in server_rows):
+            print("COPY at equal server speed: the server backend's CPU ms per COPY and its busy share of the wall\n"
+                  "time. The backend is the bottleneck, and its CPU time for the same rows moves with the host by\n"
+                  "as much as the wall time does; a proxy that never stalls it leaves it as busy as direct, so\n"
+                  "busy pd/direct (paired by run) is the throughput ratio with the host's speed taken out.\n")
+            table(["test", "server CPU ms direct", "pgbouncer", "predrop", "server busy direct", "pgbouncer", "predrop",
+                   "busy pd/direct median of runs", "interval of that median", "busy pgb/direct", "busy pd/direct by run"],
+                  server_rows)
 
     if rss:
         print("RSS with idle clients (fresh process; VmRSS from /proc/PID/status)\n")

@@ -14,7 +14,7 @@
 # Environment (set by scripts/bench.sh): PGHOST PGPORT (direct), PGB_PORT PGB_PID, PREDROP_PORT
 # PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CLIENTS ("1 16 64"),
 # BENCH_MODES ("simple prepared"), BENCH_REPS (5), BENCH_SCALE (10), BENCH_WARMUP (5),
-# BENCH_COPY_MB (150), BENCH_COPY_REPS (9), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
+# BENCH_COPY_MB (150), BENCH_COPY_REPS (15), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
 # pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +29,7 @@ REPS=${BENCH_REPS:-5}
 SCALE=${BENCH_SCALE:-10}
 WARMUP=${BENCH_WARMUP:-5}
 COPY_MB=${BENCH_COPY_MB:-150}
-COPY_REPS=${BENCH_COPY_REPS:-9}
+COPY_REPS=${BENCH_COPY_REPS:-15}
 IDLE_STEPS=${BENCH_IDLE_STEPS:-0,250,500,1000}
 SKIP=" ${BENCH_SKIP:-} "
 results=$BENCH_WORK/results.tsv
@@ -103,30 +103,47 @@ if [[ "$SKIP" != *" copy "* ]]; then
   psql -X -h 127.0.0.1 -p "$PGPORT" -Atc "COPY copy_src TO STDOUT" >"$BENCH_WORK/copy.dat"
   bytes=$(stat -c %s "$BENCH_WORK/copy.dat")
   log "COPY: $bytes bytes"
+  # One COPY's wall time varies by +-25 % even direct, and the server backend's CPU time for the same
+  # rows varies with it (the host's speed moves under the VM). Each COPY therefore also records its
+  # backend's CPU time (utime+stime from /proc, read by psql's \! just before and after the COPY, on
+  # the same connection), so the report can compare the proxies at equal server speed.
+  for dir in out in; do
+    { echo 'SELECT pg_backend_pid() AS backend_pid \gset'
+      echo '\setenv PREDROP_BENCH_BACKEND :backend_pid'
+      echo "\\! awk '{ print \$14 + \$15 }' /proc/\$PREDROP_BENCH_BACKEND/stat >$BENCH_WORK/backend.ticks"
+      if [ "$dir" = out ]; then echo 'COPY copy_src TO STDOUT;'; else echo '\copy copy_in FROM pstdin'; fi
+      echo "\\! awk '{ print \$14 + \$15 }' /proc/\$PREDROP_BENCH_BACKEND/stat >>$BENCH_WORK/backend.ticks"
+    } >"$BENCH_WORK/copy-$dir.sql"
+  done
+  backend_cpu_ms() {
+    awk -v hz="$CLK_TCK" 'NR == 1 { a = $1 } NR == 2 { b = $1 } END { if (NR == 2) printf "%.0f", (b - a) * 1000 / hz; else print "-" }' \
+      "$BENCH_WORK/backend.ticks" 2>/dev/null || echo -
+    rm -f "$BENCH_WORK/backend.ticks"
+  }
   for rep in $(seq 1 "$COPY_REPS"); do
     for target in $(targets_rotated); do
       c0=$(cpu_ticks "${PID[$target]}")
       t0=$(now)
-      psql -X -h 127.0.0.1 -p "${PORT[$target]}" -Atc "COPY copy_src TO STDOUT" | wc -c >"$BENCH_WORK/copy-out.count"
+      psql -X -h 127.0.0.1 -p "${PORT[$target]}" -At -f "$BENCH_WORK/copy-out.sql" | wc -c >"$BENCH_WORK/copy-out.count"
       t1=$(now)
       c1=$(cpu_ticks "${PID[$target]}")
       got=$(cat "$BENCH_WORK/copy-out.count")
       [ "$got" -eq "$bytes" ] || log "COPY OUT via $target returned $got bytes, expected $bytes"
-      printf 'copy\tout (table TO STDOUT)\t%s\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$got" \
-        "$(copy_cpu_ms "$c0" "$c1")" >>"$results"
+      printf 'copy\tout (table TO STDOUT)\t%s\t%s\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$got" \
+        "$(copy_cpu_ms "$c0" "$c1")" "$(backend_cpu_ms)" >>"$results"
     done
     for target in $(targets_rotated); do
       direct_sql "TRUNCATE copy_in" >/dev/null
       direct_sql "CHECKPOINT" >/dev/null
       c0=$(cpu_ticks "${PID[$target]}")
       t0=$(now)
-      psql -X -h 127.0.0.1 -p "${PORT[$target]}" -qc "COPY copy_in FROM STDIN" <"$BENCH_WORK/copy.dat" || log "COPY IN via $target failed"
+      psql -X -h 127.0.0.1 -p "${PORT[$target]}" -q -v ON_ERROR_STOP=1 -f "$BENCH_WORK/copy-in.sql" <"$BENCH_WORK/copy.dat" || log "COPY IN via $target failed"
       t1=$(now)
       c1=$(cpu_ticks "${PID[$target]}")
       n=$(direct_sql "SELECT count(*) FROM copy_in")
       [ "$n" -eq "$rows" ] || log "COPY IN via $target stored $n rows, expected $rows"
-      printf 'copy\tin (FROM STDIN)\t%s\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$bytes" \
-        "$(copy_cpu_ms "$c0" "$c1")" >>"$results"
+      printf 'copy\tin (FROM STDIN)\t%s\t%s\t%s\t%s\t%s\n' "$target" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$bytes" \
+        "$(copy_cpu_ms "$c0" "$c1")" "$(backend_cpu_ms)" >>"$results"
     done
     log "COPY repetition $rep done"
   done
