@@ -26,12 +26,15 @@ std::vector<tcp::endpoint> listen_endpoints(const asio::any_io_executor& ex, con
 
 std::vector<tcp::acceptor> open_listeners(const asio::any_io_executor& ex, const policy::Endpoint& where,
                                           std::string_view setting, int backlog) {
-  boost::system::error_code not_literal;
-  asio::ip::make_address(where.host, not_literal);
   std::string what = std::string(setting) + " " + where.to_string();
+  // A name's errors also say which of its addresses failed.
   return bind_listeners(
       ex, listen_endpoints(ex, where, setting),
-      [&](const tcp::endpoint& ep) { return not_literal ? what + " (" + ep.address().to_string() + ")" : what; }, backlog);
+      [&](const tcp::endpoint& ep) {
+        std::string address = ep.address().to_string();
+        return address == where.host ? what : what + " (" + address + ")";
+      },
+      backlog);
 }
 
 std::vector<tcp::acceptor> bind_listeners(const asio::any_io_executor& ex, const std::vector<tcp::endpoint>& endpoints,

@@ -164,8 +164,7 @@ class Server {
     std::string bound;
     for (auto& a : acceptors_) {
       auto ep = a.local_endpoint();
-      bound += (bound.empty() ? "" : ", ") + (ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string()) +
-               ":" + std::to_string(ep.port());
+      bound += (bound.empty() ? "" : ", ") + policy::Endpoint{ep.address().to_string(), ep.port()}.to_string();
     }
     spdlog::info("predrop listening on {} ({}) relaying to {} ({} threads)", cfg->listen.to_string(), bound,
                  cfg->upstream.to_string(), threads_);
