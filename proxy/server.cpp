@@ -166,8 +166,8 @@ class Server {
       auto ep = a.local_endpoint();
       bound += (bound.empty() ? "" : ", ") + policy::Endpoint{ep.address().to_string(), ep.port()}.to_string();
     }
-    spdlog::info("predrop listening on {} ({}) relaying to {} ({} threads)", cfg->listen.to_string(), bound,
-                 cfg->upstream.to_string(), threads_);
+    if (bound != cfg->listen.to_string()) bound = cfg->listen.to_string() + " (" + bound + ")";
+    spdlog::info("predrop listening on {} relaying to {} ({} threads)", bound, cfg->upstream.to_string(), threads_);
   }
 
   int run() {
