@@ -8,6 +8,7 @@ PKGS=(
   libgtest-dev libgmock-dev
   postgresql-15 postgresql-client-15 pgbouncer openssl
   python3-psycopg2 python3-sqlalchemy python3-pandas
+  openjdk-17-jdk-headless libpostgresql-jdbc-java
   clang libclang-rt-14-dev
   prometheus chromium
 )
