@@ -13,7 +13,8 @@ if ! command -v java >/dev/null || [ ! -r "$jar" ]; then
 fi
 tl_start_predrop
 run() {  # PORT NAME
-  if java -cp "$jar" "$here/jdbc/JdbcClients.java" "$PGHOST" "$PGPORT" "$1" "$PGUSER" >"$TL_WORK/$2.txt" 2>"$TL_WORK/$2.err"; then
+  tl_recreate_db cl_jdbc
+  if java -cp "$jar" "$here/jdbc/JdbcClients.java" "$PGHOST" "$1" "$PGUSER" >"$TL_WORK/$2.txt" 2>"$TL_WORK/$2.err"; then
     tl_ok "$2 run: $(grep -c '^check ok' "$TL_WORK/$2.txt") checks held, $(wc -l <"$TL_WORK/$2.txt") lines"
   else
     tl_fail "$2 run failed: $(grep -h 'CHECK FAILED' "$TL_WORK/$2.txt"; tail -n 20 "$TL_WORK/$2.err")"

@@ -7,7 +7,7 @@
 // PortalSuspended, speaks COPY through CopyManager, cancels with Statement.cancel() from another
 // thread, and does SCRAM and md5 in Java.
 //
-//   java -cp /usr/share/java/postgresql.jar JdbcClients.java HOST DIRECT_PORT PORT USER
+//   java -cp /usr/share/java/postgresql.jar JdbcClients.java HOST PORT USER   (database cl_jdbc, fresh)
 // Exit 0 when every check held, 1 otherwise (the transcript says which).
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -42,7 +42,6 @@ import org.postgresql.util.ServerErrorMessage;
 public class JdbcClients {
   static final String DB = "cl_jdbc";
   static String host, user;
-  static int directPort;
   static final List<String> out = new ArrayList<>();
   static int failed = 0;
 
@@ -98,16 +97,7 @@ public class JdbcClients {
 
   static Connection connect(int port) throws SQLException { return connect(port, DB, user, null); }
 
-  static void recreateDatabase() throws SQLException {
-    try (Connection c = connect(directPort, "postgres", user, null); Statement s = c.createStatement()) {
-      s.execute("SET client_min_messages = warning");
-      s.execute("DROP DATABASE IF EXISTS " + DB + " WITH (FORCE)");
-      s.execute("CREATE DATABASE " + DB + " TEMPLATE template0");
-    }
-  }
-
   static void scenario(int port) throws Exception {
-    recreateDatabase();
     try (Connection c = connect(port)) {
       int pid = c.unwrap(PGConnection.class).getBackendPID();
       try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT pg_backend_pid()")) {
@@ -331,9 +321,8 @@ public class JdbcClients {
 
   public static void main(String[] args) throws Exception {
     host = args[0];
-    directPort = Integer.parseInt(args[1]);
-    int port = Integer.parseInt(args[2]);
-    user = args[3];
+    int port = Integer.parseInt(args[1]);
+    user = args[2];
     scenario(port);
     for (String l : out) System.out.println(l);
     System.exit(failed == 0 ? 0 : 1);
