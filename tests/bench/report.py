@@ -80,6 +80,7 @@ def main():
         print("pgbench (median of repetitions; tps without initial connection time, latency average in ms)\n")
         rows = []
         for cell in order:
+            by_run = [ratio(a[0], b[0]) for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"])]
             m = {t: (med([x[0] for x in pg[cell][t]]), med([x[1] for x in pg[cell][t]]),
                      sum(x[2] or 0 for x in pg[cell][t]) if pg[cell][t] else None,
                      med([x[3] for x in pg[cell][t]])) for t in TARGETS}
@@ -92,9 +93,7 @@ def main():
                          fmt(ratio(m["predrop"][1], m["pgbouncer"][1]), "{:.2f}"),
                          fmt(m["predrop"][3], "{:.0f}"), fmt(m["pgbouncer"][3], "{:.0f}"),
                          "/".join(fmt(m[t][2], "{:.0f}") for t in TARGETS),
-                         fmt(med([ratio(a[0], b[0]) for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"])]), "{:.2f}"),
-                         fmt_ci([ratio(a[0], b[0]) for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"])]),
-                         " ".join(fmt(ratio(a[0], b[0]), "{:.2f}") for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"]))])
+                         fmt(med(by_run), "{:.2f}"), fmt_ci(by_run), " ".join(fmt(x, "{:.2f}") for x in by_run)])
         table(["cell", "direct tps", "pgb tps", "predrop tps", "direct lat", "pgb lat", "predrop lat",
                "tps pd/direct", "tps pd/pgb", "lat pd/direct", "lat pd/pgb", "predrop CPU us/tx", "pgb CPU us/tx",
                "failed d/pgb/pd", "pd/pgb median of runs", "interval of that median", "tps pd/pgb by run"], rows)
@@ -106,7 +105,13 @@ def main():
     if copy:
         print("COPY (median wall seconds around psql; MB = 10^6 bytes)\n")
         rows, server_rows = [], []
+        # A run's throughput ratio is the inverse of its wall-time ratio; its server busy share is the
+        # backend's CPU time over the wall time.
+        busy = lambda run: ratio(run[3], run[0] * 1000) if run[3] is not None and run[0] else None
         for test in sorted(copy):
+            by_run = [ratio(b[0], a[0]) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]
+            busy_by_run = [ratio(busy(a), busy(b)) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]
+            busy_pgb = [ratio(busy(a), busy(b)) for a, b in zip(copy[test]["pgbouncer"], copy[test]["direct"])]
             m = {t: (med([x[0] for x in copy[test][t]]), med([x[1] for x in copy[test][t]]),
                      med([x[2] for x in copy[test][t]])) for t in TARGETS}
             mbs = {t: (m[t][1] / 1e6 / m[t][0]) if m[t][0] and m[t][1] else None for t in TARGETS}
@@ -116,17 +121,12 @@ def main():
                          fmt(ratio(mbs["predrop"], mbs["direct"]), "{:.2f}"),
                          fmt(ratio(mbs["predrop"], mbs["pgbouncer"]), "{:.2f}"),
                          fmt(m["predrop"][2]), fmt(m["pgbouncer"][2]),
-                         fmt(med([ratio(b[0], a[0]) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]), "{:.2f}"),
-                         fmt_ci([ratio(b[0], a[0]) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]),
-                         " ".join(fmt(ratio(b[0], a[0]), "{:.2f}") for a, b in zip(copy[test]["predrop"], copy[test]["direct"])),
+                         fmt(med(by_run), "{:.2f}"), fmt_ci(by_run), " ".join(fmt(x, "{:.2f}") for x in by_run),
                          str(len(copy[test]["predrop"]))])
-            busy = lambda run: ratio(run[3], run[0] * 1000) if run[3] is not None and run[0] else None
-            paired = [ratio(busy(a), busy(b)) for a, b in zip(copy[test]["predrop"], copy[test]["direct"])]
-            paired_pgb = [ratio(busy(a), busy(b)) for a, b in zip(copy[test]["pgbouncer"], copy[test]["direct"])]
             server_rows.append([test, *(fmt(med([x[3] for x in copy[test][t]])) for t in TARGETS),
                                 *(fmt(med([busy(x) for x in copy[test][t]]), "{:.0%}") for t in TARGETS),
-                                fmt(med(paired), "{:.2f}"), fmt_ci(paired), fmt(med(paired_pgb), "{:.2f}"),
-                                " ".join(fmt(x, "{:.2f}") for x in paired)])
+                                fmt(med(busy_by_run), "{:.2f}"), fmt_ci(busy_by_run), fmt(med(busy_pgb), "{:.2f}"),
+                                " ".join(fmt(x, "{:.2f}") for x in busy_by_run)])
         table(["test", "MB", "direct s (MB/s)", "pgbouncer s (MB/s)", "predrop s (MB/s)",
                "throughput pd/direct", "throughput pd/pgb", "predrop CPU ms", "pgb CPU ms",
                "pd/direct median of runs", "interval of that median", "pd/direct by run", "n"], rows)
