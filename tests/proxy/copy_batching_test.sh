@@ -78,7 +78,6 @@ tl_predrop_alive || tl_fail "predrop exited"
 # written through TLS; the COPY IN comes through TLS (not batched: only plaintext sources are).
 pki=$TL_WORK/pki
 tl_make_pki "$pki" "copy batching CA"
-plain_port=$PREDROP_PORT
 tls_admin=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 tl_start_predrop --admin "127.0.0.1:$tls_admin" --config "$(tl_config tls "tls:
   cert_file: $pki/server.crt
