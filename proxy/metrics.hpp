@@ -64,8 +64,8 @@ struct alignas(64) RelayCounters {
   std::atomic<uint64_t> backend_messages{0};
 
   void add_bytes(bool server_to_client, uint64_t n) { bump(server_to_client ? bytes_server_to_client : bytes_client_to_server, n); }
-  void add_message(bool backend) { bump(backend ? backend_messages : frontend_messages, 1); }
   void add_messages(bool backend, uint64_t n) { bump(backend ? backend_messages : frontend_messages, n); }
+  void add_message(bool backend) { add_messages(backend, 1); }
 
  private:
   static void bump(std::atomic<uint64_t>& c, uint64_t n) {
