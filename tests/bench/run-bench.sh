@@ -13,7 +13,7 @@
 #
 # Environment (set by scripts/bench.sh): PGHOST PGPORT (direct), PGB_PORT PGB_PID, PREDROP_PORT
 # PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CLIENTS ("1 16 64"),
-# BENCH_MODES ("simple prepared"), BENCH_REPS (5), BENCH_SCALE (10), BENCH_WARMUP (5),
+# BENCH_MODES ("simple prepared"), BENCH_REPS (7), BENCH_SCALE (10), BENCH_WARMUP (5),
 # BENCH_COPY_MB (150), BENCH_COPY_REPS (15), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
 # pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
 set -euo pipefail
@@ -25,7 +25,7 @@ CLIENTS=${BENCH_CLIENTS:-1 16 64}
 MODES=${BENCH_MODES:-simple prepared}
 # Medians of several interleaved runs: on this 2-core VM two identical 15 s runs of one cell differ
 # by up to 15 %, more than the differences being measured.
-REPS=${BENCH_REPS:-5}
+REPS=${BENCH_REPS:-7}
 SCALE=${BENCH_SCALE:-10}
 WARMUP=${BENCH_WARMUP:-5}
 COPY_MB=${BENCH_COPY_MB:-150}
