@@ -14,14 +14,15 @@ db=copy_batching_$$
 tl_recreate_db "$db"
 trap 'rc=$?; tl_drop_db "$db"; (exit $rc); tl_cleanup' EXIT
 
-batched() {  # DIRECTION -> predrop_copy_batched_total{direction=DIRECTION}
-  python3 - "$admin" "$1" <<'PY'
+metric() {  # NAME DIRECTION -> the value of NAME{direction="DIRECTION"} on /metrics
+  python3 - "$admin" "$1" "$2" <<'PY'
 import re, sys, urllib.request
 body = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
-m = re.search(r'^predrop_copy_batched_total\{direction="%s"\} (\d+)$' % sys.argv[2], body, re.M)
+m = re.search(r'^%s\{direction="%s"\} (\d+)$' % (sys.argv[2], sys.argv[3]), body, re.M)
 print(m.group(1) if m else "missing")
 PY
 }
+batched() { metric predrop_copy_batched_total "$1"; }
 via() { timeout 120 psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -U postgres -d "$db" "${@:2}"; }
 
 via "$PGPORT" -c "CREATE TABLE src AS SELECT g, md5(g::text) AS h, repeat('x', g % 90) AS pad FROM generate_series(1, 80000) g" \
@@ -49,6 +50,15 @@ tl_expect "COPY OUT of $bytes bytes and the statements after it: same bytes thro
   "$(md5sum <"$TL_WORK/direct.out")" "$(md5sum <"$TL_WORK/predrop.out")"
 [ "$bytes" -gt 4000000 ] || tl_fail "the COPY OUT carried only $bytes bytes: too small to be batched"
 tl_expect "the large COPY OUT was batched once" "$((out0 + 1))" "$(batched server_to_client)"
+
+# Every CopyData is framed and counted, also where the relay walks a run of them in bulk: the same
+# COPY OUT with one row instead of 80,000 makes exactly 79,999 fewer backend messages.
+m0=$(metric predrop_messages_total backend)
+via "$PREDROP_PORT" -At -c "$copy_out" >/dev/null
+m1=$(metric predrop_messages_total backend)
+via "$PREDROP_PORT" -At -c "${copy_out/ORDER BY g/ORDER BY g LIMIT 1}" >/dev/null
+m2=$(metric predrop_messages_total backend)
+tl_expect "backend messages counted for 80,000 CopyData rows against 1" 79999 "$(( (m1 - m0) - (m2 - m1) ))"
 
 # Sessions of a COPY IN then small statements: each reply must arrive (a held-back one hangs here).
 # psql gets its input in 64 KB pieces 2 ms apart, so the relay waits on the client mid-COPY.
