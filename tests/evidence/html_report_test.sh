@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # predrop report --format html, rendered by headless Chromium: the page must draw something
 # (the screenshot has more than one colour) and log no console error. Needs PGHOST/PGPORT/PGUSER
-# and PREDROP_BIN; skipped (exit 77 would need SKIP_RETURN_CODE) with a message when chromium is absent.
+# and PREDROP_BIN; fails with a message when chromium is absent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${PREDROP_BIN:?PREDROP_BIN not set}"

@@ -86,8 +86,8 @@ class Hold:
         self.name = name
         self.failures = 0
         if not os.environ.get("PGHOST") or not os.environ.get("PGPORT"):
-            print("SKIP: PGHOST/PGPORT unset (run through scripts/test.sh or source a pg-cluster.sh env)")
-            sys.exit(77)
+            print("FAIL: PGHOST/PGPORT unset (run through scripts/test.sh, or source the env file scripts/pg-cluster.sh start writes)")
+            sys.exit(1)
         self.host = os.environ["PGHOST"]
         self.port = int(os.environ["PGPORT"])
         os.environ["PGUSER"] = "postgres"

@@ -1,7 +1,7 @@
 # Shell helpers for the real-client tests: source it from bash.
 #
 #   . "$PREDROP_SOURCE_DIR/tests/support/test-lib.sh"
-#   tl_init psql                      # work dir, cleanup trap, skip (77) without a cluster
+#   tl_init psql                      # work dir, cleanup trap; fails without a cluster
 #   tl_start_predrop [extra args]     # sets PREDROP_PORT / PREDROP_PID / PREDROP_LOG
 #   tl_recreate_db cl_psql            # fresh database, created directly
 #   ... run the same thing with -p "$PGPORT" and -p "$PREDROP_PORT" into two files ...
@@ -19,8 +19,8 @@ TL_LOGS=()
 tl_init() {
   TL_NAME=${1:?test name}
   if [ -z "${PGHOST:-}" ] || [ -z "${PGPORT:-}" ]; then
-    echo "SKIP: PGHOST/PGPORT unset (run through scripts/test.sh, or source a pg-cluster.sh env)"
-    exit 77
+    echo "FAIL: PGHOST/PGPORT unset (run through scripts/test.sh, or source the env file scripts/pg-cluster.sh start writes)"
+    exit 1
   fi
   export PGUSER=${PGUSER:-postgres} PGDATABASE=${PGDATABASE:-postgres}
   export PGCONNECT_TIMEOUT=${PGCONNECT_TIMEOUT:-10}
@@ -39,7 +39,7 @@ tl_cleanup() {
   for pid in "${TL_PIDS[@]}"; do
     "$TL_SUPPORT/stop-predrop.sh" "$pid" 10 || { echo "FAIL: predrop $pid did not stop on SIGTERM"; rc=1; }
   done
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+  if [ "$rc" -ne 0 ]; then
     local log
     for log in "${TL_LOGS[@]}"; do
       echo "----- tail of $log -----"; tail -n 40 "$log"; echo "-----"

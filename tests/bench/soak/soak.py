@@ -464,8 +464,8 @@ def main():
     if a.direct_seconds is None:
         a.direct_seconds = a.seconds
     if not os.environ.get("PGHOST") or not os.environ.get("PGPORT"):
-        print("SKIP: PGHOST/PGPORT unset")
-        sys.exit(77)
+        print("FAIL: PGHOST/PGPORT unset (run through scripts/test.sh, or source the env file scripts/pg-cluster.sh start writes)")
+        sys.exit(1)
     if not os.environ.get("PREDROP_BIN"):
         print("FAIL: PREDROP_BIN unset")
         sys.exit(1)

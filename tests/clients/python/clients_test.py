@@ -348,8 +348,8 @@ def run_all(port):
 
 def main():
     if not DIRECT_PORT:
-        print("SKIP: PGHOST/PGPORT unset")
-        return 77
+        print("FAIL: PGHOST/PGPORT unset (run through scripts/test.sh, or source the env file scripts/pg-cluster.sh start writes)")
+        return 1
     workdir = tempfile.mkdtemp(prefix="clients-python.", dir=os.environ.get("PREDROP_TEST_WORKDIR", "/tmp"))
     print("# python: work dir", workdir, "psycopg2", psycopg2.__version__, "sqlalchemy", sa.__version__, "pandas", pd.__version__)
     direct = run_all(DIRECT_PORT)
