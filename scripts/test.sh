@@ -20,9 +20,11 @@ status=0
 failed_phases=()
 # Each phase's ctest output is kept so the end of the run can name what failed: CI shows only the
 # last lines of a run, and by then the failure is thousands of lines up.
+# --no-tests=error: a phase whose label filter matches nothing (a label renamed, a build without
+# its tests) fails instead of passing empty.
 run_phase() {  # PHASE DIR ctest-args...
   local phase=$1 dir=$2 rc=0; shift 2
-  (cd "$dir" && ctest --output-on-failure -j "${CTEST_JOBS:-2}" "$@") 2>&1 | tee "$work/ctest-$phase.log" || rc=$?
+  (cd "$dir" && ctest --output-on-failure --no-tests=error -j "${CTEST_JOBS:-2}" "$@") 2>&1 | tee "$work/ctest-$phase.log" || rc=$?
   [ "$rc" -eq 0 ] || { status=1; failed_phases+=("$phase"); }
 }
 summarize() {
@@ -46,6 +48,10 @@ summarize() {
         grab && (/^ *Start +[0-9]+:/ || /^ *[0-9]+\/[0-9]+ Test +#/ || /^[0-9]+% tests passed/) { grab = 0 }
         grab { print "  | " $0 }' "$log" | grep -v '^  | *$' | tail -n 25
     done < <(sed -n 's/^[[:space:]]*[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .*\*\*\*\([A-Za-z]*\( Run\)\{0,1\}\).*/\1 \2/p' "$log")
+    if [ -z "$failed" ] && grep -q "No tests were found" "$log"; then
+      failed="no test matched the phase's selection"
+      echo "[$phase] $failed"
+    fi
     verdicts+=("FAILED [$phase]: $failed")
   done
   printf '%s\n' "${verdicts[@]}"
