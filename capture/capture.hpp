@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/outcome.hpp"
 #include "capture/snapshot.hpp"
 
 namespace predrop::capture {
@@ -75,7 +76,7 @@ struct TableResult {
   std::string schema;
   std::string table;
   uint32_t oid = 0;
-  std::string outcome;
+  SnapshotOutcome outcome = SnapshotOutcome::capture_error;
   std::string snapshot_id;   // uuid text when written
   std::string event_id;      // the ledger row
   std::string error;
@@ -83,17 +84,18 @@ struct TableResult {
 
 struct SnapshotResult {
   std::vector<TableResult> tables;
-  std::string outcome;       // written when every table that exists has its row; else the first failure
+  // written when every table that exists has its row; else the first failure
+  SnapshotOutcome outcome = SnapshotOutcome::capture_error;
   double capture_ms = 0;
   std::string error;
-  bool ok() const { return outcome == "written" || outcome == "table_missing" || outcome == "deduplicated"; }
+  bool ok() const { return is_kept(outcome); }
 };
 
 // A ledger row for an intercepted statement that never reached a capture
 // (policy_skip, disabled, unresolved) or that the proxy released itself (timeout).
 struct EventRecord {
   StatementContext ctx;
-  std::string outcome;
+  SnapshotOutcome outcome = SnapshotOutcome::capture_error;
   std::string schema;
   std::string table;
   double hold_ms = 0;

@@ -178,7 +178,7 @@ struct CaptureService::Impl {
         return;
       }
       if (!conn) {
-        fail(job, &pool == &store_pool ? "store_error" : "capture_error", err);
+        fail(job, &pool == &store_pool ? SnapshotOutcome::store_error : SnapshotOutcome::capture_error, err);
         return;
       }
       job->conn = std::move(conn);
@@ -235,7 +235,7 @@ struct CaptureService::Impl {
     run(job, catalog_query(job->req), [this, job](PgResult r) {
       if (!r.ok()) {
         if (retry_if_closed(job, capture_pool, job->req.ctx.database, [this, job] { read_catalog(job); })) return;
-        return fail(job, "capture_error", "catalog: " + r.error);
+        return fail(job, SnapshotOutcome::capture_error, "catalog: " + r.error);
       }
       job->catalog = parse_catalog(r, job->req.targets.size());
       job->resolved = true;
@@ -255,7 +255,7 @@ struct CaptureService::Impl {
     if (!q) return enrich(job, 0);
     ++n_catalog;
     run(job, *q, [this, job](PgResult r) {
-      if (!r.ok()) return fail(job, "capture_error", "pg_stats: " + r.error);
+      if (!r.ok()) return fail(job, SnapshotOutcome::capture_error, "pg_stats: " + r.error);
       apply_stats(r, job->catalog.tables, cfg.bounds, cfg.naive_array_split);
       enrich(job, 0);
     });
@@ -280,20 +280,20 @@ struct CaptureService::Impl {
   }
 
   // The rows this request writes: one per captured table, one per target that found nothing.
-  void build_rows(const JobPtr& job, const std::string& failure, const std::string& error) {
+  // With a failure, every row carries it; without, captured tables are left to the write to decide.
+  void build_rows(const JobPtr& job, std::optional<SnapshotOutcome> failure, const std::string& error) {
     job->rows.clear();
     const auto& req = job->req;
     if (job->resolved) {
       for (const auto& t : job->catalog.tables) {
-        WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid,
-                     failure.empty() ? "capture" : failure, error, &t};
+        WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid, failure, error, &t};
         job->rows.push_back(std::move(row));
       }
     }
     for (size_t i = 0; i < req.targets.size(); ++i) {
       if (job->resolved && job->catalog.target_found[i]) continue;
       const auto& t = req.targets[i];
-      WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.empty() ? "table_missing" : failure, error, nullptr};
+      WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.value_or(SnapshotOutcome::table_missing), error, nullptr};
       if (t.kind == "drop_schema") row.schema = t.name;
       else if (t.kind != "drop_owned") row.schema = t.schema, row.table = t.name;
       job->rows.push_back(std::move(row));
@@ -301,7 +301,7 @@ struct CaptureService::Impl {
   }
 
   void write(const JobPtr& job) {
-    build_rows(job, "", "");
+    build_rows(job, std::nullopt, "");
     acquire(job, store_pool, "", [this, job] {
       ensure_sql(*job->conn);
       ++n_store;
@@ -310,19 +310,20 @@ struct CaptureService::Impl {
       run(job, q, [this, job](PgResult r) {
         if (!r.ok() && retry_if_closed(job, store_pool, "", [this, job] { write(job); })) return;
         release(job);
-        if (!r.ok()) return fail(job, "store_error", r.error);
+        if (!r.ok()) return fail(job, SnapshotOutcome::store_error, r.error);
         note_store(true, {});
         SnapshotResult res;
         for (int i = 0; i < r.rows() && i < static_cast<int>(job->rows.size()); ++i) {
           const WriteRow& row = job->rows[i];
-          TableResult t{row.schema, row.table, row.oid.value_or(0), row.outcome, "", row.event_id, row.error};
-          if (row.outcome == "capture") {
+          TableResult t{row.schema, row.table, row.oid.value_or(0), row.outcome.value_or(SnapshotOutcome::written), "",
+                        row.event_id, row.error};
+          if (!row.outcome) {
             if (r.text(i, 1) == "t") {
-              t.outcome = "written";
+              t.outcome = SnapshotOutcome::written;
               t.snapshot_id = row.snapshot_id;
               ++n_written;
             } else {
-              t.outcome = "deduplicated";
+              t.outcome = SnapshotOutcome::deduplicated;
               t.snapshot_id = r.is_null(i, 2) ? "" : r.text(i, 2);
             }
           }
@@ -345,16 +346,16 @@ struct CaptureService::Impl {
   // ---- ends of a request ----
 
   static void summarise(SnapshotResult& res) {
-    std::string failure, any_ok;
+    std::optional<SnapshotOutcome> failure, any_ok;
     for (const auto& t : res.tables) {
-      if (t.outcome == "written") any_ok = "written";
-      else if (t.outcome == "deduplicated" && any_ok.empty()) any_ok = "deduplicated";
-      else if (t.outcome != "table_missing" && t.outcome != "deduplicated" && failure.empty()) {
+      if (t.outcome == SnapshotOutcome::written) any_ok = SnapshotOutcome::written;
+      else if (t.outcome == SnapshotOutcome::deduplicated && !any_ok) any_ok = SnapshotOutcome::deduplicated;
+      else if (t.outcome != SnapshotOutcome::table_missing && t.outcome != SnapshotOutcome::deduplicated && !failure) {
         failure = t.outcome;
         res.error = t.error;
       }
     }
-    res.outcome = !failure.empty() ? failure : !any_ok.empty() ? any_ok : "table_missing";
+    res.outcome = failure ? *failure : any_ok ? *any_ok : SnapshotOutcome::table_missing;
   }
 
   void finish(const JobPtr& job, SnapshotResult res) {
@@ -373,28 +374,28 @@ struct CaptureService::Impl {
   }
 
   // A failure ends the request at once, then its ledger rows are written (best effort).
-  void fail(const JobPtr& job, const std::string& outcome, const std::string& error) {
+  void fail(const JobPtr& job, SnapshotOutcome outcome, const std::string& error) {
     if (job->finished) return;
-    if (outcome == "timeout") ++n_timeouts;
-    if (outcome == "store_error") note_store(false, error);
+    if (outcome == SnapshotOutcome::timeout) ++n_timeouts;
+    if (outcome == SnapshotOutcome::store_error) note_store(false, error);
     if (job->waiting_pool) {
       job->waiting_pool->cancel(job->ticket);
       job->waiting_pool = nullptr;
     }
     // A connection busy for this request may be stuck (a slow store, a lock): cancel and close it.
     if (job->conn) release(job, !job->conn->busy());
-    spdlog::warn("predrop snapshot {} for {} target(s) in database '{}': {}", outcome, job->req.targets.size(),
+    spdlog::warn("predrop snapshot {} for {} target(s) in database '{}': {}", to_string(outcome), job->req.targets.size(),
                  job->req.ctx.database, error);
     build_rows(job, outcome, error);
     SnapshotResult res;
     for (const auto& row : job->rows)
-      res.tables.push_back({row.schema, row.table, row.oid.value_or(0), row.outcome, "", row.event_id, row.error});
+      res.tables.push_back({row.schema, row.table, row.oid.value_or(0), *row.outcome, "", row.event_id, row.error});
     auto rows = job->rows;
     finish(job, std::move(res));
     write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, job->capture_ms);
   }
 
-  void on_timeout(const JobPtr& job) { fail(job, "timeout", "deadline passed"); }
+  void on_timeout(const JobPtr& job) { fail(job, SnapshotOutcome::timeout, "deadline passed"); }
 
   // ---- ledger-only and follow-up statements (no deadline of their own but statement_timeout) ----
 
@@ -540,7 +541,7 @@ struct CaptureService::Impl {
   }
 
   void shutdown() {
-    for (auto job : std::set<JobPtr>(jobs)) fail(job, "capture_error", "capture service stopped");
+    for (auto job : std::set<JobPtr>(jobs)) fail(job, SnapshotOutcome::capture_error, "capture service stopped");
     retry_timer.cancel();
     if (!store_retry.empty())
       spdlog::error("predrop stopping with {} ledger statement(s) the store never took", store_retry.size());
@@ -557,7 +558,7 @@ CaptureService::~CaptureService() { stop(); }
 void CaptureService::snapshot(SnapshotRequest request, std::function<void(SnapshotResult)> done) {
   if (impl_->stopped) {
     SnapshotResult r;
-    r.outcome = "capture_error";
+    r.outcome = SnapshotOutcome::capture_error;
     r.error = "capture service stopped";
     done(std::move(r));
     return;
@@ -600,7 +601,7 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
   if (impl_->stopped) return;
   std::vector<std::string> snapshot_ids, event_ids;
   for (const auto& t : tables) {
-    if (!t.snapshot_id.empty() && t.outcome == "written") snapshot_ids.push_back(t.snapshot_id);
+    if (!t.snapshot_id.empty() && t.outcome == SnapshotOutcome::written) snapshot_ids.push_back(t.snapshot_id);
     if (!t.event_id.empty()) event_ids.push_back(t.event_id);
   }
   if (snapshot_ids.empty() && event_ids.empty()) return;

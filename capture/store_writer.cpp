@@ -140,7 +140,7 @@ Params write_params(const std::vector<WriteRow>& rows, const StatementContext& c
     cols[2].push_back(opt_text(r.schema));
     cols[3].push_back(opt_text(r.table));
     cols[4].push_back(r.oid ? std::optional<std::string>(std::to_string(*r.oid)) : std::nullopt);
-    cols[5].push_back(r.outcome);
+    cols[5].push_back(std::string(r.outcome ? to_string(*r.outcome) : "capture"));
     cols[6].push_back(t ? std::optional<std::string>(std::to_string(t->snap.columns.size())) : std::nullopt);
     cols[7].push_back(t && t->snap.row_count_estimate ? std::optional<std::string>(std::to_string(*t->snap.row_count_estimate))
                                                       : std::nullopt);
@@ -181,7 +181,7 @@ Params events_params(const std::vector<WriteRow>& rows, const StatementContext& 
   std::vector<Column> cols(7);
   for (const auto& r : rows) {
     cols[0].push_back(r.event_id);
-    cols[1].push_back(r.outcome);
+    cols[1].push_back(std::string(to_string(r.outcome.value_or(SnapshotOutcome::capture_error))));
     cols[2].push_back(opt_text(r.error));
     cols[3].push_back(opt_text(r.schema));
     cols[4].push_back(opt_text(r.table));

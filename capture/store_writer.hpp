@@ -23,13 +23,14 @@ struct StoreSql {
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
 
-// One row of a write: a captured table (table != nullptr, outcome "capture") or a ledger-only row.
+// One row of a write: a captured table (captured != nullptr, no outcome yet) or a ledger-only row.
 struct WriteRow {
   std::string snapshot_id;  // generated; used only when a snapshot is written
   std::string event_id;     // generated
   std::string schema, table;
   std::optional<uint32_t> oid;
-  std::string outcome;      // capture | table_missing | timeout | capture_error | store_error | ...
+  // None: captured, and the write itself decides written or deduplicated.
+  std::optional<SnapshotOutcome> outcome;
   std::string error;
   const CapturedTable* captured = nullptr;
 };

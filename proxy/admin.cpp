@@ -130,9 +130,9 @@ std::string render_metrics(ProxyContext& ctx) {
            "kind=\"" + std::string(parser::to_string(static_cast<parser::DestroyKind>(k))) + "\"",
            m.intercepted_by_kind[k].load());
   header(out, "predrop_snapshots_total", "counter", "Snapshot attempts, by outcome.");
-  for (size_t i = 0; i < static_cast<size_t>(SnapshotOutcome::kCount); ++i)
-    sample(out, "predrop_snapshots_total", std::string("outcome=\"") + to_string(static_cast<SnapshotOutcome>(i)) + "\"",
-           m.snapshots[i].load());
+  for (SnapshotOutcome o : kSnapshotMetricOutcomes)
+    sample(out, "predrop_snapshots_total", std::string("outcome=\"") + capture::to_string(o) + "\"",
+           m.snapshots[static_cast<size_t>(o)].load());
   counter(out, "predrop_rejected_statements_total", "Statements refused (fail closed, or cancelled while held).",
           m.rejected_statements.load());
   counter(out, "predrop_unresolved_statements_total", "Statements that may destroy what no parser can see (DO, EXECUTE, CALL).",

@@ -9,12 +9,6 @@ namespace predrop::proxy {
 
 namespace {
 
-SnapshotOutcome outcome_of(const std::string& s) {
-  for (size_t i = 0; i < static_cast<size_t>(SnapshotOutcome::kCount); ++i)
-    if (s == to_string(static_cast<SnapshotOutcome>(i))) return static_cast<SnapshotOutcome>(i);
-  return SnapshotOutcome::capture_error;
-}
-
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -63,12 +57,12 @@ capture::StatementContext Session::statement_context(const parser::Facts& facts)
 }
 
 // A ledger row for an intercepted statement that never reaches a capture.
-void Session::record_ledger(capture::StatementContext context, std::string outcome, std::string schema,
+void Session::record_ledger(capture::StatementContext context, SnapshotOutcome outcome, std::string schema,
                             std::string table) {
   if (!ctx_.capture) return;
   capture::EventRecord ev;
   ev.ctx = std::move(context);
-  ev.outcome = std::move(outcome);
+  ev.outcome = outcome;
   ev.schema = std::move(schema);
   ev.table = std::move(table);
   ctx_.capture->record_event(std::move(ev));
@@ -80,7 +74,7 @@ bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
     metrics().unresolved_statements.fetch_add(1);
     spdlog::warn("session {}: statement may destroy what no parser can see (fingerprint {}): relayed, recorded as unresolved",
                  client_addr_, facts->fingerprint);
-    record_ledger(statement_context(*facts), "unresolved");
+    record_ledger(statement_context(*facts), SnapshotOutcome::unresolved);
   }
   return facts->destroys();
 }
@@ -144,14 +138,14 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) 
 
   for (const auto& [schema, table] : skipped) {
     metrics().count_snapshot(SnapshotOutcome::policy_skip);
-    record_ledger(*held_ctx_, "policy_skip", schema, table);
+    record_ledger(*held_ctx_, SnapshotOutcome::policy_skip, schema, table);
   }
 
   bool disabled = !cfg->snapshots_enabled || !ctx_.capture;
   if (req.targets.empty() || disabled) {
     if (disabled && !req.targets.empty()) {
       metrics().count_snapshot(SnapshotOutcome::disabled);
-      record_ledger(*held_ctx_, "disabled");
+      record_ledger(*held_ctx_, SnapshotOutcome::disabled);
     }
     // Nothing to wait for: relay at once (asynchronously, scan is mid-loop).
     holding_ = true;
@@ -187,14 +181,14 @@ void Session::on_capture_done(uint64_t hold_id, capture::SnapshotResult result) 
   double hold_ms = ms_since(hold_started_);
   metrics().capture_duration.observe(result.capture_ms / 1000.0);
   for (const auto& t : result.tables) {
-    metrics().count_snapshot(outcome_of(t.outcome));
-    if (t.outcome == "written" && t.oid != 0) pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id});
+    metrics().count_snapshot(t.outcome);
+    if (t.outcome == SnapshotOutcome::written && t.oid != 0) pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id});
   }
-  if (result.tables.empty()) metrics().count_snapshot(outcome_of(result.outcome));
+  if (result.tables.empty()) metrics().count_snapshot(result.outcome);
   ctx_.capture->mark_hold(result.tables, hold_ms);
   if (result.ok() || !fail_closed_) {
     if (!result.ok())
-      spdlog::warn("session {}: snapshot failed ({}: {}); statement relayed (fail open)", client_addr_, result.outcome, result.error);
+      spdlog::warn("session {}: snapshot failed ({}: {}); statement relayed (fail open)", client_addr_, capture::to_string(result.outcome), result.error);
     return release_hold(true, {}, {});
   }
   std::string what;
@@ -204,7 +198,7 @@ void Session::on_capture_done(uint64_t hold_id, capture::SnapshotResult result) 
   }
   release_hold(false, "55000",
                "predrop: refused " + held_ctx_->statement_kind + (what.empty() ? "" : " of " + what) +
-                   ": the snapshot could not be written (" + result.outcome + (result.error.empty() ? "" : ": " + result.error) + ")");
+                   ": the snapshot could not be written (" + capture::to_string(result.outcome) + (result.error.empty() ? "" : ": " + result.error) + ")");
 }
 
 void Session::on_hold_timeout(uint64_t hold_id) {

@@ -32,21 +32,6 @@ std::string Histogram::render(const std::string& name, const std::string& help) 
   return out;
 }
 
-const char* to_string(SnapshotOutcome o) {
-  switch (o) {
-    case SnapshotOutcome::written: return "written";
-    case SnapshotOutcome::table_missing: return "table_missing";
-    case SnapshotOutcome::timeout: return "timeout";
-    case SnapshotOutcome::capture_error: return "capture_error";
-    case SnapshotOutcome::store_error: return "store_error";
-    case SnapshotOutcome::policy_skip: return "policy_skip";
-    case SnapshotOutcome::disabled: return "disabled";
-    case SnapshotOutcome::deduplicated: return "deduplicated";
-    case SnapshotOutcome::kCount: break;
-  }
-  return "unknown";
-}
-
 Metrics& metrics() {
   static Metrics m;
   return m;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "capture/outcome.hpp"
+
 namespace predrop::proxy {
 
 // A Prometheus histogram with fixed buckets, lock-free observe.
@@ -25,10 +27,13 @@ class Histogram {
   std::atomic<uint64_t> sum_micros_{0};
 };
 
-enum class SnapshotOutcome : uint8_t {
-  written, table_missing, timeout, capture_error, store_error, policy_skip, disabled, deduplicated, kCount
-};
-const char* to_string(SnapshotOutcome o);
+using capture::SnapshotOutcome;
+// predrop_snapshots_total's outcomes, in the order it lists them. An unresolved statement is no
+// snapshot attempt: predrop_unresolved_statements_total counts it.
+inline constexpr std::array<SnapshotOutcome, 8> kSnapshotMetricOutcomes{
+    SnapshotOutcome::written,     SnapshotOutcome::table_missing, SnapshotOutcome::timeout,
+    SnapshotOutcome::capture_error, SnapshotOutcome::store_error,   SnapshotOutcome::policy_skip,
+    SnapshotOutcome::disabled,    SnapshotOutcome::deduplicated};
 
 struct Metrics {
   std::atomic<int64_t> client_connections{0};
@@ -43,7 +48,7 @@ struct Metrics {
   std::atomic<uint64_t> copy_batched_in{0};    // COPY data phases read in batches, client → server
   std::atomic<uint64_t> copy_batched_out{0};   // and server → client
   std::array<std::atomic<uint64_t>, 8> intercepted_by_kind{};   // parser::DestroyKind order
-  std::array<std::atomic<uint64_t>, static_cast<size_t>(SnapshotOutcome::kCount)> snapshots{};
+  std::array<std::atomic<uint64_t>, capture::kSnapshotOutcomeCount> snapshots{};   // by SnapshotOutcome
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};

@@ -142,7 +142,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_transaction_end(bool committed);
   void confirm_outcomes();
   capture::StatementContext statement_context(const parser::Facts& facts) const;
-  void record_ledger(capture::StatementContext context, std::string outcome, std::string schema = {},
+  void record_ledger(capture::StatementContext context, capture::SnapshotOutcome outcome, std::string schema = {},
                      std::string table = {});
 
   ProxyContext& ctx_;

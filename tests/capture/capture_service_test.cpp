@@ -10,6 +10,11 @@
 #include "capture/capture.hpp"
 #include "pg_test_util.hpp"
 
+namespace predrop::capture {
+// gtest prints an outcome by its ledger text.
+void PrintTo(SnapshotOutcome o, std::ostream* os) { *os << to_string(o); }
+}  // namespace predrop::capture
+
 using namespace predrop::capture;
 using namespace predrop::capture::testing;
 using Clock = std::chrono::steady_clock;
@@ -98,9 +103,9 @@ TEST_F(CaptureTest, TwentyColumnProfileHashOrdinalsAndReltuples) {
     CREATE VIEW public.v20 AS SELECT id, t FROM public.big20;)");
   CaptureService svc(cfg);
   auto res = run(svc, request({table("public", "big20"), table("", "never_analysed"), {"drop_view", "public", "v20", {}}}));
-  ASSERT_EQ(res.outcome, "written") << res.error;
+  ASSERT_EQ(res.outcome, SnapshotOutcome::written) << res.error;
   ASSERT_EQ(res.tables.size(), 3u);
-  for (const auto& t : res.tables) EXPECT_EQ(t.outcome, "written") << t.table << " " << t.error;
+  for (const auto& t : res.tables) EXPECT_EQ(t.outcome, SnapshotOutcome::written) << t.table << " " << t.error;
 
   auto rows = sdb->exec("SELECT column_count, row_count_estimate, schema_hash, columns_profile::text, stats_available, extra, "
                         "table_oid, database_name, reason, actor, session_user_name, statement FROM predrop.schema_snapshots "
@@ -165,7 +170,7 @@ TEST_F(CaptureTest, NaiveSplitReproducesReference) {
            "FROM generate_series(1, 100) g; ANALYZE t;");
   cfg.naive_array_split = true;
   CaptureService svc(cfg);
-  ASSERT_EQ(run(svc, request({table("public", "t")})).outcome, "written");
+  ASSERT_EQ(run(svc, request({table("public", "t")})).outcome, SnapshotOutcome::written);
   auto mcv = nlohmann::json::parse(sdb->value("SELECT columns_profile->0->'most_common_vals' FROM predrop.schema_snapshots"));
   EXPECT_EQ(mcv, nlohmann::json::parse(R"(["a","b","c"])")) << mcv.dump();
 }
@@ -179,7 +184,7 @@ TEST_F(CaptureTest, NeverScansTheTable) {
   };
   std::string before = counters();
   CaptureService svc(cfg);
-  ASSERT_EQ(run(svc, request({table("public", "t")})).outcome, "written");
+  ASSERT_EQ(run(svc, request({table("public", "t")})).outcome, SnapshotOutcome::written);
   EXPECT_EQ(counters(), before);
   // The measurement itself can see a scan (so the assertion above could fail).
   db->exec("SELECT count(*) FROM t");
@@ -193,7 +198,7 @@ TEST_F(CaptureTest, CompletesWhileAnotherSessionHoldsAccessExclusive) {
   CaptureService svc(cfg);
   auto started = Clock::now();
   auto res = run(svc, request({table("public", "t")}), 10s);
-  EXPECT_EQ(res.outcome, "written") << res.error;
+  EXPECT_EQ(res.outcome, SnapshotOutcome::written) << res.error;
   EXPECT_LT(Clock::now() - started, 3s);
   // It saw the committed shape, not the uncommitted ALTER.
   EXPECT_EQ(sdb->value("SELECT column_count FROM predrop.schema_snapshots"), "2");
@@ -203,10 +208,10 @@ TEST_F(CaptureTest, CompletesWhileAnotherSessionHoldsAccessExclusive) {
 TEST_F(CaptureTest, MissingTableIsNoErrorAndNoSnapshot) {
   CaptureService svc(cfg);
   auto res = run(svc, request({table("public", "no_such_table")}));
-  EXPECT_EQ(res.outcome, "table_missing");
+  EXPECT_EQ(res.outcome, SnapshotOutcome::table_missing);
   EXPECT_TRUE(res.ok());
   ASSERT_EQ(res.tables.size(), 1u);
-  EXPECT_EQ(res.tables[0].outcome, "table_missing");
+  EXPECT_EQ(res.tables[0].outcome, SnapshotOutcome::table_missing);
   EXPECT_EQ(sdb->value("SELECT count(*) FROM predrop.schema_snapshots"), "0");
   EXPECT_EQ(sdb->value("SELECT outcome || ' ' || table_name FROM predrop.drop_events"), "table_missing no_such_table");
 }
@@ -218,9 +223,9 @@ TEST_F(CaptureTest, UnqualifiedNameResolvedThroughSearchPath) {
   auto res = run(svc, request({table("", "x"), table("", "y")}, {"s1", "s2", "s3"}));
   ASSERT_EQ(res.tables.size(), 2u);
   EXPECT_EQ(res.tables[0].schema, "s2");
-  EXPECT_EQ(res.tables[0].outcome, "written");
+  EXPECT_EQ(res.tables[0].outcome, SnapshotOutcome::written);
   // The server would find the index s2.y first and refuse: nothing to capture, s3.y untouched.
-  EXPECT_EQ(res.tables[1].outcome, "table_missing");
+  EXPECT_EQ(res.tables[1].outcome, SnapshotOutcome::table_missing);
   auto res2 = run(svc, request({table("", "x")}, {"s3", "s2"}));
   ASSERT_EQ(res2.tables.size(), 1u);
   EXPECT_EQ(res2.tables[0].schema, "s3");
@@ -234,7 +239,7 @@ TEST_F(CaptureTest, DropSchemaOf300TablesInOneBatch) {
   CaptureService svc(cfg);
   auto before = svc.stats().catalog_queries;
   auto res = run(svc, request({{"drop_schema", "", "snap", {}}}), 60s);
-  ASSERT_EQ(res.outcome, "written") << res.error;
+  ASSERT_EQ(res.outcome, SnapshotOutcome::written) << res.error;
   EXPECT_EQ(res.tables.size(), 300u);
   // One catalog query resolving all 300 tables, one pg_stats query for all of them.
   EXPECT_EQ(svc.stats().catalog_queries - before, 2u);
@@ -259,7 +264,7 @@ TEST_F(CaptureTest, PartitionsAndOwnedByAndWideTables) {
   auto owned = run(svc, request({{"drop_owned", "", "", {src->name() + "_owner"}}}));
   EXPECT_EQ(owned.tables.size(), 2u);
   auto wide = run(svc, request({table("public", "wide")}));
-  ASSERT_EQ(wide.outcome, "written");
+  ASSERT_EQ(wide.outcome, SnapshotOutcome::written);
   EXPECT_EQ(sdb->value("SELECT column_count || ' ' || stats_available || ' ' || (extra->>'profile_skipped') || ' ' || "
                        "jsonb_array_length(columns_profile) || ' ' || (columns_profile->0->'null_frac' = 'null'::jsonb) "
                        "FROM predrop.schema_snapshots WHERE table_name = 'wide'"),
@@ -287,7 +292,7 @@ TEST_F(CaptureTest, PoolNeverExceedsItsBound) {
   for (int i = 0; i < 50; ++i)
     futures.push_back(std::async(std::launch::async, [&] { return run(svc, request({table("public", "t")}), 60s); }));
   int written = 0;
-  for (auto& f : futures) written += f.get().outcome == "written";
+  for (auto& f : futures) written += f.get().outcome == SnapshotOutcome::written;
   watching = false;
   watcher.join();
   EXPECT_EQ(written, 50);
@@ -305,7 +310,7 @@ TEST_F(CaptureTest, DeadlineGivesTimeoutPromptlyWhenStoreIsSlow) {
   req.deadline = Clock::now() + 400ms;
   auto res = run(svc, req, 5s);
   auto late = Clock::now() - req.deadline;
-  EXPECT_EQ(res.outcome, "timeout");
+  EXPECT_EQ(res.outcome, SnapshotOutcome::timeout);
   // Promptly: long before the 3 s insert would end. A tighter bound measures the machine, not
   // predrop (an ASan build next to a 3,000-session test can stall a thread for 100 ms).
   EXPECT_LT(late, 1000ms) << "done() must follow the deadline, not wait for the stuck insert";
@@ -315,14 +320,14 @@ TEST_F(CaptureTest, DeadlineGivesTimeoutPromptlyWhenStoreIsSlow) {
   EXPECT_EQ(sdb->value("SELECT count(*) FROM predrop.schema_snapshots"), "0");
   // The service still works afterwards.
   sdb->exec("DROP TRIGGER slow ON predrop.schema_snapshots");
-  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, "written");
+  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, SnapshotOutcome::written);
 }
 
 TEST_F(CaptureTest, ConfirmOutcomesByOid) {
   db->exec("CREATE TABLE keep (a int); CREATE TABLE gone (a int);");
   CaptureService svc(cfg);
   auto res = run(svc, request({table("public", "keep"), table("public", "gone")}));
-  ASSERT_EQ(res.outcome, "written");
+  ASSERT_EQ(res.outcome, SnapshotOutcome::written);
   db->exec("DROP TABLE gone");
   std::vector<PendingOutcome> pending;
   for (const auto& t : res.tables) pending.push_back({t.oid, t.snapshot_id, t.event_id});
@@ -341,12 +346,12 @@ TEST_F(CaptureTest, DedupWindowSkipsSameShape) {
   CaptureService svc(cfg);
   auto first = run(svc, request({table("public", "t")}));
   auto second = run(svc, request({table("public", "t")}));
-  EXPECT_EQ(first.outcome, "written");
-  EXPECT_EQ(second.outcome, "deduplicated");
+  EXPECT_EQ(first.outcome, SnapshotOutcome::written);
+  EXPECT_EQ(second.outcome, SnapshotOutcome::deduplicated);
   EXPECT_TRUE(second.ok());
   EXPECT_EQ(second.tables[0].snapshot_id, first.tables[0].snapshot_id);
   db->exec("ALTER TABLE t ADD COLUMN b int");
-  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, "written");  // new shape
+  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, SnapshotOutcome::written);  // new shape
   EXPECT_EQ(sdb->value("SELECT count(*) FROM predrop.schema_snapshots"), "2");
   EXPECT_EQ(sdb->value("SELECT string_agg(outcome, ',' ORDER BY occurred_at) FROM predrop.drop_events"),
             "written,deduplicated,written");
@@ -361,14 +366,14 @@ TEST_F(CaptureTest, EnrichmentFailureNeverBlocksAndWideValuesAreClipped) {
   {
     CaptureService svc(cfg);
     auto res = run(svc, request({table("public", "t")}));
-    EXPECT_EQ(res.outcome, "written") << res.error;
+    EXPECT_EQ(res.outcome, SnapshotOutcome::written) << res.error;
     EXPECT_EQ(sdb->value("SELECT length(resource_identity) || ' ' || version || ' ' || is_truncated FROM predrop.schema_snapshots"),
               "512 7 true");
   }
   cfg.enrich_identity_sql = "SELECT repeat('p', 100) AS parser_version, repeat('h', 50) AS header_quality";
   cfg.enrich_provenance_sql = "this is not sql";
   CaptureService svc(cfg);
-  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, "written");
+  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, SnapshotOutcome::written);
   EXPECT_EQ(sdb->value("SELECT length(parser_version) || ' ' || length(header_quality) FROM predrop.schema_snapshots "
                        "WHERE parser_version IS NOT NULL"),
             "40 20");
@@ -379,13 +384,13 @@ TEST_F(CaptureTest, UnreachableCaptureDatabaseIsCaptureError) {
   auto req = request({table("public", "t")});
   req.ctx.database = "no_such_database_" + src->name();
   auto res = run(svc, req);
-  EXPECT_EQ(res.outcome, "capture_error");
+  EXPECT_EQ(res.outcome, SnapshotOutcome::capture_error);
   EXPECT_FALSE(res.ok());
   eventually(*sdb, "SELECT string_agg(outcome, ',') FROM predrop.drop_events", "capture_error");
   // record_event: a ledger row for a statement that never reached a capture.
   EventRecord ev;
   ev.ctx.database = src->name();
-  ev.outcome = "policy_skip";
+  ev.outcome = SnapshotOutcome::policy_skip;
   ev.table = "x";
   svc.record_event(ev);
   eventually(*sdb, "SELECT count(*) FROM predrop.drop_events WHERE outcome = 'policy_skip'", "1");
@@ -399,7 +404,7 @@ TEST_F(CaptureTest, ExistingReferenceStoreTable) {
   cfg.store_conninfo = conninfo_for(ref_store.name());
   cfg.store_table = "raw.raw_schema_snapshots";
   CaptureService svc(cfg);
-  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, "written");
+  EXPECT_EQ(run(svc, request({table("public", "t")})).outcome, SnapshotOutcome::written);
   Db rdb(ref_store.name());
   EXPECT_EQ(rdb.value("SELECT count(*) FROM raw.raw_schema_snapshots"), "1");
 }
@@ -413,7 +418,7 @@ TEST_F(CaptureTest, LedgerRowsWaitForAnUnreachableStoreWithinABound) {
   for (int i = 0; i < 5; ++i) {
     EventRecord ev;
     ev.ctx.database = src->name();
-    ev.outcome = "policy_skip";
+    ev.outcome = SnapshotOutcome::policy_skip;
     ev.table = "t" + std::to_string(i);
     svc.record_event(ev);
   }

@@ -1,0 +1,32 @@
+// What became of one intercepted target: the value of drop_events.outcome, the label of
+// predrop_snapshots_total and what the hold decides on. One enum for capture/ and proxy/, so
+// no outcome travels as text and is compared back.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace predrop::capture {
+
+enum class SnapshotOutcome : uint8_t {
+  written,        // its snapshot row is in the store
+  table_missing,  // nothing by that name existed: nothing to keep
+  timeout,        // the deadline passed first
+  capture_error,  // the catalog read failed (or the service stopped)
+  store_error,    // the store did not take the write
+  policy_skip,    // a rule said skip: ledger row only
+  disabled,       // snapshots off or no capture configured: ledger row only
+  deduplicated,   // the same shape was written within dedup_window_s
+  unresolved,     // may destroy what no parser can see (DO, EXECUTE, CALL): ledger row only
+};
+inline constexpr size_t kSnapshotOutcomeCount = static_cast<size_t>(SnapshotOutcome::unresolved) + 1;
+
+// The text the ledger stores (and the metric label): never changes for an existing value.
+const char* to_string(SnapshotOutcome o);
+
+// Whether the statement may go on: its targets are kept, or there was nothing to keep.
+constexpr bool is_kept(SnapshotOutcome o) {
+  return o == SnapshotOutcome::written || o == SnapshotOutcome::table_missing || o == SnapshotOutcome::deduplicated;
+}
+
+}  // namespace predrop::capture
