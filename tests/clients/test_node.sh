@@ -7,8 +7,10 @@ command -v node >/dev/null && command -v npm >/dev/null || { echo "FAIL: node/np
 export PGUSER=${PGUSER:-postgres} PGDATABASE=${PGDATABASE:-postgres}
 unset PGPASSWORD PGSSLMODE PGOPTIONS
 cd "$here/node"
-if [ ! -d node_modules/pg ]; then
-  echo "# npm ci --prefer-offline (node_modules missing)"
-  npm ci --prefer-offline --no-audit --no-fund --loglevel=error
-fi
+# Installed by the ctest fixture node_modules (tests/support/node-modules.sh), never here: the hold
+# tests load the same modules, and two installs at once break each other.
+[ -f node_modules/pg/package.json ] || {
+  echo "FAIL: $here/node/node_modules/pg missing: run through ctest (fixture support.node_modules) or tests/support/node-modules.sh $here/node"
+  exit 1
+}
 exec node --test --test-reporter=spec pg.test.mjs

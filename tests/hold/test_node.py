@@ -14,7 +14,8 @@ def test(h):
         h.fail("node is not installed (scripts/install-deps.sh installs it)")
         return
     if not os.path.isdir(os.path.join(node_modules, "pg")):
-        h.fail("%s/pg missing: run `npm ci` in tests/clients/node" % node_modules)
+        h.fail("%s/pg missing: run through ctest (fixture support.node_modules) or tests/support/node-modules.sh %s"
+               % (node_modules, os.path.dirname(node_modules)))
         return
     tables = ["nd_simple", "nd_ext", "nd_named", "nd_rb"] + ["nd_pool_%d" % i for i in range(8)]
     h.exec("".join("CREATE TABLE %s (id int, t text, n numeric);" % t for t in tables) + "ANALYZE;")
