@@ -6,6 +6,13 @@
 //   hold_libpq CONNINFO pipeline    pipeline mode: INSERT, DROP TABLE xp_pipe, SELECT, one Sync
 //   hold_libpq CONNINFO closed      PQexecParams("DROP TABLE guarded.xp_closed"), expects an error
 //                                   naming predrop, then in BEGIN: error, 25P02, ROLLBACK
+//   hold_libpq CONNINFO cancel SQL  PQsendQuery(SQL), print "sent", wait for a line on stdin, PQcancel;
+//                                   prints the error's fields (sqlstate, severity, primary, context);
+//                                   behaved: the statement ended in 57014
+//   hold_libpq CONNINFO finish SQL  PQsendQuery(SQL), print "sent", wait for a line on stdin, PQfinish
+//   hold_libpq CONNINFO pipeline5 SQL  pipeline mode, five Syncs: SQL prepared as s_victim in the first,
+//                                   executed in the third between two INSERTs; prints one line per
+//                                   result (status, command tag, first value; errors without their text)
 //
 // Prints what it did, one line per step; exits 0 when every step behaved as described, 1 otherwise.
 #include <libpq-fe.h>
@@ -117,11 +124,101 @@ void closed(PGconn* c) {
   exec_ok(c, "ROLLBACK");
 }
 
+const char* field(const PGresult* r, int code) {
+  const char* v = PQresultErrorField(r, code);
+  return v ? v : "(none)";
+}
+
+void wait_for_go() {
+  std::printf("sent\n");
+  std::fflush(stdout);
+  char line[64];
+  if (!std::fgets(line, sizeof line, stdin)) fail("stdin closed before the go line");
+}
+
+void cancel(PGconn* c, const char* sql) {
+  if (!PQsendQuery(c, sql)) return fail(std::string("PQsendQuery: ") + PQerrorMessage(c));
+  wait_for_go();
+  PGcancel* k = PQgetCancel(c);
+  char err[256];
+  if (!k || !PQcancel(k, err, sizeof err)) fail(std::string("PQcancel: ") + err);
+  if (k) PQfreeCancel(k);
+  bool cancelled = false;
+  while (PGresult* r = PQgetResult(c)) {
+    if (PQresultStatus(r) == PGRES_FATAL_ERROR) {
+      std::printf("sqlstate %s\nseverity %s\nprimary %s\ncontext %s\n", field(r, PG_DIAG_SQLSTATE),
+                  field(r, PG_DIAG_SEVERITY_NONLOCALIZED), field(r, PG_DIAG_MESSAGE_PRIMARY), field(r, PG_DIAG_CONTEXT));
+      cancelled = std::strcmp(field(r, PG_DIAG_SQLSTATE), "57014") == 0;
+    } else {
+      std::printf("result %s %s\n", PQresStatus(PQresultStatus(r)), PQcmdStatus(r));
+    }
+    PQclear(r);
+  }
+  if (!cancelled) fail("the statement did not end in 57014");
+  if (scalar(c, "SELECT 40 + 2") != "42") fail("session unusable after the cancel");
+  else std::printf("ok: session usable after the cancel\n");
+}
+
+void finish(PGconn* c, const char* sql) {
+  if (!PQsendQuery(c, sql)) return fail(std::string("PQsendQuery: ") + PQerrorMessage(c));
+  PQflush(c);
+  wait_for_go();
+  PQfinish(c);
+  std::printf("finished\n");
+}
+
+void pipeline5(PGconn* c, const char* victim) {
+  if (!PQenterPipelineMode(c)) return fail("PQenterPipelineMode");
+  int sent = 0;
+  auto prepared = [&](const char* name) { sent += PQsendQueryPrepared(c, name, 0, nullptr, nullptr, nullptr, 0); };
+  auto params = [&](const char* sql) { sent += PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 0); };
+  auto sync = [&] { sent += PQpipelineSync(c); };
+  sent += PQsendPrepare(c, "s_victim", victim, 0, nullptr);
+  sent += PQsendPrepare(c, "s_log", "INSERT INTO guarded.log VALUES (1)", 0, nullptr);
+  sync();
+  prepared("s_log");
+  params("SELECT 2");
+  sync();
+  prepared("s_log");
+  prepared("s_victim");
+  prepared("s_log");
+  sync();
+  params("SELECT count(*) FROM guarded.log");
+  sync();
+  prepared("s_log");
+  params("SELECT 5");
+  sync();
+  if (sent != 15) return fail("queueing the pipeline: " + std::string(PQerrorMessage(c)));
+  int syncs = 0, nulls = 0;
+  while (syncs < 5 && nulls < 100) {
+    PGresult* r = PQgetResult(c);
+    if (!r) {
+      ++nulls;
+      continue;
+    }
+    nulls = 0;
+    auto st = PQresultStatus(r);
+    if (st == PGRES_PIPELINE_SYNC) {
+      ++syncs;
+      std::printf("sync\n");
+    } else if (st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED) {
+      std::printf("%s\n", PQresStatus(st));
+    } else {
+      std::printf("%s %s %s\n", PQresStatus(st), PQcmdStatus(r),
+                  PQntuples(r) > 0 && PQnfields(r) > 0 ? PQgetvalue(r, 0, 0) : "-");
+    }
+    PQclear(r);
+  }
+  if (syncs < 5) fail("only " + std::to_string(syncs) + " of 5 pipeline syncs: " + PQerrorMessage(c));
+  if (!PQexitPipelineMode(c)) fail(std::string("PQexitPipelineMode: ") + PQerrorMessage(c));
+  std::printf("log rows %s\n", scalar(c, "SELECT count(*) FROM guarded.log").c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: hold_libpq CONNINFO params|prepared|pipeline|closed\n");
+  if (argc < 3 || argc > 4) {
+    std::fprintf(stderr, "usage: hold_libpq CONNINFO params|prepared|pipeline|closed|cancel SQL|finish SQL|pipeline5 SQL\n");
     return 2;
   }
   PGconn* c = PQconnectdb(argv[1]);
@@ -134,6 +231,11 @@ int main(int argc, char** argv) {
   else if (mode == "prepared") prepared(c);
   else if (mode == "pipeline") pipeline(c);
   else if (mode == "closed") closed(c);
+  else if (mode == "cancel" && argc == 4) cancel(c, argv[3]);
+  else if (mode == "finish" && argc == 4) {
+    finish(c, argv[3]);
+    return failures ? 1 : 0;
+  } else if (mode == "pipeline5" && argc == 4) pipeline5(c, argv[3]);
   else {
     std::fprintf(stderr, "unknown mode %s\n", argv[2]);
     return 2;
