@@ -8,6 +8,7 @@
 namespace predrop::cli {
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 
 namespace {
 

@@ -5,6 +5,7 @@
 namespace predrop::cli {
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 
 void print_diff(std::ostream& out, const SnapshotDiff& d, const Paint& p, const std::string& indent) {
   std::set<std::string> renamed_from, renamed_to;

@@ -5,12 +5,12 @@
 #include <ostream>
 #include <string>
 
-#include "capture/classify.hpp"
+#include "evidence/drift.hpp"
 #include "cli/evidence_support.hpp"
 
 namespace predrop::cli {
 
-void print_diff(std::ostream& out, const capture::SnapshotDiff& d, const Paint& p, const std::string& indent = "  ");
-std::string verdict_text(const capture::DriftVerdict& v, const Paint& p);
+void print_diff(std::ostream& out, const evidence::SnapshotDiff& d, const Paint& p, const std::string& indent = "  ");
+std::string verdict_text(const evidence::DriftVerdict& v, const Paint& p);
 
 }  // namespace predrop::cli

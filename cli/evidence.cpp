@@ -8,9 +8,9 @@
 #include <iostream>
 #include <memory>
 
-#include "capture/baseline.hpp"
-#include "capture/classify.hpp"
-#include "capture/evidence_store.hpp"
+#include "evidence/baseline.hpp"
+#include "evidence/drift.hpp"
+#include "evidence/store_reader.hpp"
 #include "cli/ddl.hpp"
 #include "cli/diff_text.hpp"
 #include "cli/evidence_support.hpp"
@@ -21,6 +21,7 @@ namespace predrop::cli {
 namespace {
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 using nlohmann::json;
 
 void cmd_diff(const Flags& f) {

@@ -9,6 +9,7 @@
 namespace predrop::cli {
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 using nlohmann::json;
 
 void finish(int code) { throw CLI::RuntimeError(code); }

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "capture/classify.hpp"
-#include "capture/diff.hpp"
+#include "evidence/drift.hpp"
+#include "evidence/diff.hpp"
 #include "policy/policy.hpp"
 
 namespace predrop::cli {
@@ -49,7 +49,7 @@ void add_common(CLI::App* sub, Common& c, bool with_diff_options);
 struct Setup {
   std::shared_ptr<const policy::Config> cfg;
   std::string store;
-  capture::DiffOptions diff;
+  evidence::DiffOptions diff;
   Paint paint;
 };
 
@@ -59,7 +59,7 @@ Setup setup(const std::string& cmd, const Common& c);
 std::string fmt(double v, int decimals);
 std::string short_id(const std::string& id);
 std::string join(const std::vector<std::string>& v, const std::string& sep = ", ");
-capture::DriftContext context_of(const capture::StoredSnapshot& a, const capture::StoredSnapshot& b);
-nlohmann::json snapshot_json(const capture::StoredSnapshot& s);
+evidence::DriftContext context_of(const evidence::StoredSnapshot& a, const evidence::StoredSnapshot& b);
+nlohmann::json snapshot_json(const evidence::StoredSnapshot& s);
 
 }  // namespace predrop::cli

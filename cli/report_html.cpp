@@ -10,6 +10,7 @@
 namespace predrop::cli {
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 using nlohmann::json;
 
 namespace {

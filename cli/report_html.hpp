@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "capture/classify.hpp"
+#include "evidence/drift.hpp"
 
 namespace predrop::cli {
 
 // report: drift_report_json's summary (plus "method"); window: the snapshots it covers; pairs:
 // their classified pairs, whose renames the timelines draw.
-std::string render_report_html(const nlohmann::json& report, const std::vector<capture::StoredSnapshot>& window,
-                               const std::vector<capture::PairVerdict>& pairs);
+std::string render_report_html(const nlohmann::json& report, const std::vector<evidence::StoredSnapshot>& window,
+                               const std::vector<evidence::PairVerdict>& pairs);
 
 }  // namespace predrop::cli

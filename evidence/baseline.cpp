@@ -1,4 +1,4 @@
-#include "capture/baseline.hpp"
+#include "evidence/baseline.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,9 @@
 #include <map>
 #include <set>
 
-namespace predrop::capture {
+namespace predrop::evidence {
+
+using namespace predrop::capture;
 
 namespace {
 
@@ -284,4 +286,4 @@ BaselineResult run_baseline(const BaselineOptions& o) {
   return res;
 }
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

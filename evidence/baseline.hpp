@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "capture/catalog_queries.hpp"
-#include "capture/evidence_store.hpp"
+#include "evidence/store_reader.hpp"
 
-namespace predrop::capture {
+namespace predrop::evidence {
 
 struct BaselineOptions {
   std::string target_conninfo;
@@ -28,7 +28,7 @@ struct BaselineOptions {
   int limit = 0;                     // at most this many captures per run; 0: all
   int batch_size = 500;              // tables per catalog read and per store write
   int lanes = 2;                     // batches in flight: a target session and a store writer each
-  ProfileBounds bounds;
+  capture::ProfileBounds bounds;
   bool naive_array_split = false;
   std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};
   std::string enrich_identity_sql;    // run on the target, read-only, as the proxy's capture does
@@ -54,8 +54,8 @@ BaselineResult run_baseline(const BaselineOptions& opt);
 // The blocking twin of a capture's catalog reads: columns, reltuples, pg_stats profile and the
 // hash for each named relation, in two statements inside the caller's transaction. Relations
 // that do not exist are absent from the result.
-std::vector<CapturedTable> read_tables(PgSession& target, const std::vector<std::pair<std::string, std::string>>& names,
-                                       const ProfileBounds& bounds, bool naive,
+std::vector<capture::CapturedTable> read_tables(PgSession& target, const std::vector<std::pair<std::string, std::string>>& names,
+                                       const capture::ProfileBounds& bounds, bool naive,
                                        const std::vector<std::string>& hash_excluded);
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

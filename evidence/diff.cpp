@@ -1,7 +1,7 @@
 // openarg.md §5 in C++. Where the reference is quirky (markers filtered for the gate but not for
 // the score; no exclusivity between renames) the quirk is kept, because stores are shared with it
 // and verdicts must agree; the profile method is where predrop departs, and only when asked.
-#include "capture/diff.hpp"
+#include "evidence/diff.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,9 @@
 #include <map>
 #include <set>
 
-namespace predrop::capture {
+namespace predrop::evidence {
+
+using namespace predrop::capture;
 
 namespace {
 
@@ -465,4 +467,4 @@ std::optional<RenameMethod> rename_method_from_string(const std::string& s) {
   return std::nullopt;
 }
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

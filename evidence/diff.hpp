@@ -12,7 +12,7 @@
 
 #include "capture/snapshot.hpp"
 
-namespace predrop::capture {
+namespace predrop::evidence {
 
 // The five provenance fields a snapshot row carries (reference 0057).
 struct Provenance {
@@ -32,7 +32,7 @@ struct StoredSnapshot {
   int column_count = 0;
   std::optional<int64_t> row_count_estimate;
   std::string schema_hash;
-  std::vector<ColumnProfile> columns;
+  std::vector<capture::ColumnProfile> columns;
   bool profile_ok = true;                // false: columns_profile could not be parsed
   bool stats_available = false;
   std::string extra_json;                // "" when NULL
@@ -99,11 +99,11 @@ struct SnapshotDiff {
 };
 
 // G5: enough meaningful values to be matched at all (markers and near-empty columns are not).
-bool is_identifiable(const ColumnProfile& c, const DiffOptions& opt = {});
+bool is_identifiable(const capture::ColumnProfile& c, const DiffOptions& opt = {});
 // The reference's score in [0, 1]; 0.0 when either side has no values.
-double profile_similarity(const ColumnProfile& left, const ColumnProfile& right);
+double profile_similarity(const capture::ColumnProfile& left, const capture::ColumnProfile& right);
 // The profile method's score in [0, 1]; 0.0 when either side has no values.
-double profile_similarity_v2(const ColumnProfile& left, const ColumnProfile& right);
+double profile_similarity_v2(const capture::ColumnProfile& left, const capture::ColumnProfile& right);
 
 SnapshotDiff diff_snapshots(const StoredSnapshot& before, const StoredSnapshot& after, const DiffOptions& opt = {});
 
@@ -111,4 +111,4 @@ nlohmann::json to_json(const SnapshotDiff& d);
 const char* to_string(RenameMethod m);
 std::optional<RenameMethod> rename_method_from_string(const std::string& s);
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

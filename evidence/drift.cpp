@@ -1,13 +1,13 @@
 // The cascade in the newest reference order (599aec3): G0, G2, no-change, G1, attributability,
 // G3, fall-through. G0/G2 come before no-change on purpose (FR-005): a pair that is not the same
 // dataset says nothing about drift even when the shapes agree.
-#include "capture/classify.hpp"
+#include "evidence/drift.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <set>
 
-namespace predrop::capture {
+namespace predrop::evidence {
 
 namespace {
 
@@ -243,4 +243,4 @@ nlohmann::json to_json(const VerdictSummary& s) {
           {"actionable_by_class", s.actionable_by_class}};
 }
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "capture/diff.hpp"
+#include "evidence/diff.hpp"
 
-namespace predrop::capture {
+namespace predrop::evidence {
 
 // nullopt: not evaluated (recorded, never exonerates).
 struct DriftContext {
@@ -65,4 +65,4 @@ nlohmann::json drift_report_json(const std::vector<StoredSnapshot>& window, cons
 nlohmann::json to_json(const DriftVerdict& v);
 nlohmann::json to_json(const VerdictSummary& s);
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

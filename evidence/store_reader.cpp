@@ -1,11 +1,13 @@
-#include "capture/evidence_store.hpp"
+#include "evidence/store_reader.hpp"
 
 #include <cstdlib>
 #include <stdexcept>
 
 #include "capture/conninfo.hpp"
 
-namespace predrop::capture {
+namespace predrop::evidence {
+
+using namespace predrop::capture;
 
 namespace {
 
@@ -186,4 +188,4 @@ std::vector<StoredSnapshot> EvidenceStore::versioned() {
                {});
 }
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "capture/diff.hpp"
+#include "evidence/diff.hpp"
 #include "capture/pg_async.hpp"
 
-namespace predrop::capture {
+namespace predrop::evidence {
 
 // One blocking connection. Errors throw std::runtime_error with the server's message (the
 // conninfo's password never appears in it).
@@ -21,7 +21,7 @@ class PgSession {
   // options: extra server settings ("-c default_transaction_read_only=on"), may be empty.
   explicit PgSession(const std::string& conninfo, const std::string& application_name = "predrop",
                      const std::string& options = "");
-  PgResult exec(const std::string& sql, const Params& params = {});
+  capture::PgResult exec(const std::string& sql, const capture::Params& params = {});
   // Several statements, no parameters, results discarded.
   void run(const std::string& sql);
   std::string quote_ident(const std::string& name) const;
@@ -35,7 +35,7 @@ class PgSession {
 
 // columns_profile text (a JSON array, or a JSON string holding one, as older writers left it) to
 // columns; nullopt when it cannot be read.
-std::optional<std::vector<ColumnProfile>> parse_columns_profile(const std::string& text);
+std::optional<std::vector<capture::ColumnProfile>> parse_columns_profile(const std::string& text);
 
 class EvidenceStore {
  public:
@@ -55,9 +55,9 @@ class EvidenceStore {
   const std::string& table() const { return quoted_table_; }
 
  private:
-  std::vector<StoredSnapshot> query(const std::string& where_order, const Params& params);
+  std::vector<StoredSnapshot> query(const std::string& where_order, const capture::Params& params);
   PgSession db_;
   std::string quoted_table_;
 };
 
-}  // namespace predrop::capture
+}  // namespace predrop::evidence

@@ -4,10 +4,11 @@
 
 #include <map>
 
-#include "capture/diff.hpp"
+#include "evidence/diff.hpp"
 #include "evidence_fixtures.hpp"
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 using namespace predrop::evidence_test;
 
 TEST(EvidenceHash, OrderAndMetadataDoNotMatterRenameDoes) {

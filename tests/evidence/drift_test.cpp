@@ -4,10 +4,11 @@
 
 #include <functional>
 
-#include "capture/classify.hpp"
+#include "evidence/drift.hpp"
 #include "evidence_fixtures.hpp"
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 using namespace predrop::evidence_test;
 
 namespace {

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "capture/diff.hpp"
+#include "evidence/diff.hpp"
 
 namespace predrop::evidence_test {
 
 using predrop::capture::ColumnProfile;
-using predrop::capture::StoredSnapshot;
+using predrop::evidence::StoredSnapshot;
 
 inline ColumnProfile col(std::string name, std::string type, std::vector<std::string> values,
                          std::optional<double> null_frac = 0.0) {

@@ -20,10 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "capture/baseline.hpp"
-#include "capture/diff.hpp"
+#include "evidence/baseline.hpp"
+#include "evidence/diff.hpp"
 
 using namespace predrop::capture;
+using namespace predrop::evidence;
 
 namespace {
 
