@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "proxy/hold.hpp"
 #include "proxy/metrics.hpp"
 
 #ifndef PREDROP_VERSION
@@ -135,6 +136,12 @@ std::string render_metrics(ProxyContext& ctx) {
            m.snapshots[static_cast<size_t>(o)].load());
   counter(out, "predrop_rejected_statements_total", "Statements refused (fail closed, or cancelled while held).",
           m.rejected_statements.load());
+  header(out, "predrop_hold_endings_total", "counter", "Holds ended, by how: released, failed_open, refused, cancelled, client_left.");
+  for (size_t e = 0; e < m.hold_endings.size(); ++e)
+    sample(out, "predrop_hold_endings_total", std::string("ending=\"") + to_string(static_cast<HoldEnding>(e)) + "\"",
+           m.hold_endings[e].load());
+  counter(out, "predrop_protocol_desync_total", "Server replies that answered nothing predrop saw the client ask for.",
+          m.protocol_desync.load());
   counter(out, "predrop_unresolved_statements_total", "Statements that may destroy what no parser can see (DO, EXECUTE, CALL).",
           m.unresolved_statements.load());
   counter(out, "predrop_uninspected_statements_total", "Statements larger than limits.max_inspect_bytes, relayed unclassified.",

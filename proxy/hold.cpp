@@ -1,5 +1,7 @@
 // The hold: a destructive statement waits here until every target's snapshot is written,
 // the capture fails, or hold_timeout_ms passes. Fail open unless policy says closed.
+#include "proxy/hold.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include "proxy/metrics.hpp"
@@ -40,6 +42,246 @@ void append_message(std::string& out, char type, std::string_view body) {
 
 }  // namespace
 
+const char* to_string(HoldEnding e) {
+  switch (e) {
+    case HoldEnding::released: return "released";
+    case HoldEnding::failed_open: return "failed_open";
+    case HoldEnding::refused: return "refused";
+    case HoldEnding::cancelled: return "cancelled";
+    case HoldEnding::client_left: return "client_left";
+  }
+  return "?";
+}
+
+uint64_t HoldMachine::begin(bool fail_closed) {
+  active_ = true;
+  fail_closed_ = fail_closed;
+  return ++id_;
+}
+
+std::optional<HoldEnding> HoldMachine::on(Event event, uint64_t id) {
+  if (!active_) return std::nullopt;
+  bool mine = event == Event::cancel || event == Event::client_gone || id == id_;
+  if (!mine) return std::nullopt;
+  active_ = false;
+  switch (event) {
+    case Event::nothing_to_wait:
+    case Event::capture_ok: return HoldEnding::released;
+    case Event::capture_failed:
+    case Event::timeout: return fail_closed_ ? HoldEnding::refused : HoldEnding::failed_open;
+    case Event::cancel: return HoldEnding::cancelled;
+    case Event::client_gone: return HoldEnding::client_left;
+  }
+  return std::nullopt;
+}
+
+HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
+  HoldPlan plan;
+  const std::string& db = in.context.database;
+  capture::SnapshotRequest& req = plan.request;
+  req.ctx = in.context;
+  // Targets in statement order, each with the search_path in force at that point of the string.
+  parser::SearchPathTracker path = in.search_path;
+  // Several statements in one Query run in one implicit transaction: SET LOCAL holds to its end.
+  bool in_block = in.transaction_status != 'I' || in.facts->statements.size() > 1;
+  for (const auto& st : in.facts->statements) {
+    if (st.txn == parser::TxnControl::begin) in_block = true;
+    if (st.search_path) path.apply(*st.search_path, in_block);
+    if (st.temporary) continue;
+    for (const auto& t : st.targets) {
+      metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
+      auto effective = path.effective(in.user);
+      std::string schema_for_policy;
+      policy::Decision decision;
+      if (!t.relation.schema.empty() || t.kind == parser::DestroyKind::drop_schema) {
+        schema_for_policy = t.relation.schema.empty() ? t.relation.name : t.relation.schema;
+        decision = cfg.decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
+      } else {
+        // Unqualified: the table's schema is known only once capture resolves it, so the first
+        // schema of the path that a rule names decides ("$user" rarely exists; public usually does).
+        schema_for_policy = effective.empty() ? std::string() : effective.front();
+        decision = cfg.decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
+        for (const auto& candidate : effective) {
+          auto d = cfg.decide(db, candidate, t.relation.name, static_cast<int>(t.kind));
+          if (d.rule_index >= 0) {
+            decision = d;
+            schema_for_policy = candidate;
+            break;
+          }
+        }
+      }
+      if (decision.action == policy::Action::skip) {
+        plan.skipped.emplace_back(schema_for_policy, t.relation.name);
+        continue;
+      }
+      if (decision.on_failure == policy::OnFailure::closed) plan.fail_closed = true;
+      capture::TargetSpec spec;
+      spec.kind = std::string(parser::to_string(t.kind));
+      spec.schema = t.relation.schema;
+      spec.name = t.relation.name;
+      spec.roles = t.roles;
+      req.targets.push_back(std::move(spec));
+      if (req.search_path.empty()) req.search_path = effective;
+    }
+  }
+  return plan;
+}
+
+void Hold::begin(HoldInput in) {
+  cfg_ = session_.ctx_.config();
+  started_ = std::chrono::steady_clock::now();
+  type_ = in.type;
+  held_bytes_ = in.held_bytes;
+  context_ = std::make_unique<capture::StatementContext>(in.context);
+  HoldPlan plan = plan_hold(*cfg_, in);
+
+  for (const auto& [schema, table] : plan.skipped) {
+    metrics().count_snapshot(SnapshotOutcome::policy_skip);
+    session_.record_ledger(*context_, SnapshotOutcome::policy_skip, schema, table);
+  }
+
+  auto exec = session_.executor();
+  std::weak_ptr<Session> weak = session_.shared_from_this();
+  bool disabled = !cfg_->snapshots_enabled || !session_.ctx_.capture;
+  if (plan.request.targets.empty() || disabled) {
+    if (disabled && !plan.request.targets.empty()) {
+      metrics().count_snapshot(SnapshotOutcome::disabled);
+      session_.record_ledger(*context_, SnapshotOutcome::disabled);
+    }
+    // Nothing to wait for: relay at once, but not from inside the scan that began the hold.
+    uint64_t id = machine_.begin(false);
+    asio::post(exec, [weak, id]() {
+      auto self = weak.lock();
+      if (!self) return;
+      if (auto ending = self->hold_.machine_.on(HoldMachine::Event::nothing_to_wait, id)) self->hold_.end(*ending);
+    });
+    return;
+  }
+
+  uint64_t id = machine_.begin(plan.fail_closed);
+  plan.request.deadline = started_ + std::chrono::milliseconds(cfg_->hold_timeout_ms);
+  // The capture service owns the deadline: at it, it answers "timeout" naming every target and
+  // writes the ledger rows. This timer is only a backstop should that answer not arrive.
+  if (!timer_) timer_ = std::make_unique<asio::steady_timer>(exec);
+  timer_->expires_at(plan.request.deadline + std::chrono::milliseconds(50));
+  timer_->async_wait([weak, id](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->hold_.on_timeout(id);
+  });
+  session_.ctx_.capture->snapshot(std::move(plan.request), [weak, id, exec](capture::SnapshotResult result) {
+    asio::post(exec, [weak, id, result = std::move(result)]() mutable {
+      if (auto self = weak.lock()) self->hold_.on_capture_done(id, std::move(result));
+    });
+  });
+}
+
+void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
+  if (session_.closed_ || !machine_.active() || machine_.id() != id) return;
+  double hold_ms = ms_since(started_);
+  metrics().capture_duration.observe(result.capture_ms / 1000.0);
+  for (const auto& t : result.tables) {
+    metrics().count_snapshot(t.outcome);
+    if (t.outcome == SnapshotOutcome::written && t.oid != 0)
+      session_.pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id});
+  }
+  if (result.tables.empty()) metrics().count_snapshot(result.outcome);
+  session_.ctx_.capture->mark_hold(result.tables, hold_ms);
+  auto ending = machine_.on(result.ok() ? HoldMachine::Event::capture_ok : HoldMachine::Event::capture_failed, id);
+  if (!ending) return;
+  if (*ending == HoldEnding::failed_open)
+    spdlog::warn("session {}: snapshot failed ({}: {}); statement relayed (fail open)", session_.client_addr_,
+                 capture::to_string(result.outcome), result.error);
+  if (*ending != HoldEnding::refused) return end(*ending);
+  std::string what;
+  for (const auto& t : result.tables) {
+    if (!what.empty()) what += ", ";
+    what += t.schema + "." + t.table;
+  }
+  end(HoldEnding::refused, "55000",
+      "predrop: refused " + context_->statement_kind + (what.empty() ? "" : " of " + what) +
+          ": the snapshot could not be written (" + capture::to_string(result.outcome) +
+          (result.error.empty() ? "" : ": " + result.error) + ")");
+}
+
+void Hold::on_timeout(uint64_t id) {
+  if (session_.closed_) return;
+  auto ending = machine_.on(HoldMachine::Event::timeout, id);
+  if (!ending) return;
+  metrics().count_snapshot(SnapshotOutcome::timeout);
+  spdlog::warn("session {}: snapshot not written within {} ms; statement relayed{}", session_.client_addr_,
+               cfg_->hold_timeout_ms, *ending == HoldEnding::refused ? " as an error (fail closed)" : " (fail open)");
+  if (*ending != HoldEnding::refused) return end(*ending);
+  end(HoldEnding::refused, "55000",
+      "predrop: refused " + context_->statement_kind + ": the snapshot was not written within " +
+          std::to_string(cfg_->hold_timeout_ms) + " ms");
+}
+
+void Hold::cancel() {
+  auto ending = machine_.on(HoldMachine::Event::cancel, 0);
+  if (!ending) return;
+  // The held statement never reached the server, so there is nothing there to cancel: the
+  // client gets the error a cancelled statement gets, raised by the server in its place.
+  spdlog::info("session {}: cancel request ended a hold; the statement was not relayed", session_.client_addr_);
+  end(HoldEnding::cancelled, "57014", "canceling statement due to user request");
+}
+
+void Hold::client_gone() {
+  auto ending = machine_.on(HoldMachine::Event::client_gone, 0);
+  if (!ending) return;
+  spdlog::info("session {}: client left during a hold; the held statement is discarded", session_.client_addr_);
+  end(HoldEnding::client_left);
+}
+
+void Hold::stop() {
+  if (timer_) timer_->cancel();
+}
+
+void Hold::end(HoldEnding ending, std::string sqlstate, std::string message) {
+  if (timer_) timer_->cancel();
+  metrics().hold_duration.observe(ms_since(started_) / 1000.0);
+  metrics().hold_endings[static_cast<size_t>(ending)].fetch_add(1, std::memory_order_relaxed);
+  session_.end_hold(ending, sqlstate, message);
+}
+
+// The session's side of a hold's ending: the held message, whole in the front buffer at scan,
+// is relayed, replaced or dropped.
+void Session::end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message) {
+  Pipe& p = front_;
+  p.held = false;
+  switch (ending) {
+    case HoldEnding::released:
+    case HoldEnding::failed_open:
+      p.scan += hold_.held_bytes();
+      break;
+    case HoldEnding::refused:
+    case HoldEnding::cancelled: {
+      metrics().rejected_statements.fetch_add(1);
+      p.discard = hold_.held_bytes();
+      std::string sql = raise_sql(sqlstate, message);
+      if (hold_.type() == 'Q') {
+        append_message(p.inject, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
+      } else {
+        // Extended protocol: run the raise through the unnamed statement and portal; the
+        // ParseComplete/BindComplete it causes are swallowed, the error reaches the client
+        // in place of the Execute's reply, and the server skips to the client's Sync.
+        std::string parse;
+        parse.push_back('\0');
+        parse.append(sql);
+        parse.push_back('\0');
+        parse.append("\0\0", 2);
+        append_message(p.inject, 'P', parse);
+        append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
+        append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
+      }
+      decoder_->replace_last_with_refusal();
+      break;
+    }
+    case HoldEnding::client_left:
+      return close("client left during a hold");
+  }
+  pump(p);
+}
+
 capture::StatementContext Session::statement_context(const parser::Facts& facts) const {
   capture::StatementContext c;
   c.database = params_.get("database").empty() ? params_.get("user") : params_.get("database");
@@ -79,187 +321,22 @@ bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
   return facts->destroys();
 }
 
-void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts) {
-  auto cfg = ctx_.config();
-  hold_started_ = Clock::now();
-  held_type_ = type;
-  held_facts_ = facts;
-  held_ctx_ = std::make_unique<capture::StatementContext>(statement_context(*facts));
-  fail_closed_ = false;
-  const std::string& db = held_ctx_->database;
-
-  // Targets in statement order, each with the search_path in force at that point of the string.
-  capture::SnapshotRequest req;
-  req.ctx = *held_ctx_;
-  parser::SearchPathTracker path = *search_path_;
-  // Several statements in one Query run in one implicit transaction: SET LOCAL holds to its end.
-  bool in_block = txn_status_ != 'I' || facts->statements.size() > 1;
-  std::vector<std::pair<std::string, std::string>> skipped;  // schema, table
-  for (const auto& st : facts->statements) {
-    if (st.txn == parser::TxnControl::begin) in_block = true;
-    if (st.search_path) path.apply(*st.search_path, in_block);
-    if (st.temporary) continue;
-    for (const auto& t : st.targets) {
-      metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
-      auto effective = path.effective(params_.get("user"));
-      std::string schema_for_policy;
-      policy::Decision decision;
-      if (!t.relation.schema.empty() || t.kind == parser::DestroyKind::drop_schema) {
-        schema_for_policy = t.relation.schema.empty() ? t.relation.name : t.relation.schema;
-        decision = cfg->decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
-      } else {
-        // Unqualified: the table's schema is known only once capture resolves it, so the first
-        // schema of the path that a rule names decides ("$user" rarely exists; public usually does).
-        schema_for_policy = effective.empty() ? std::string() : effective.front();
-        decision = cfg->decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
-        for (const auto& candidate : effective) {
-          auto d = cfg->decide(db, candidate, t.relation.name, static_cast<int>(t.kind));
-          if (d.rule_index >= 0) {
-            decision = d;
-            schema_for_policy = candidate;
-            break;
-          }
-        }
-      }
-      if (decision.action == policy::Action::skip) {
-        skipped.emplace_back(schema_for_policy, t.relation.name);
-        continue;
-      }
-      if (decision.on_failure == policy::OnFailure::closed) fail_closed_ = true;
-      capture::TargetSpec spec;
-      spec.kind = std::string(parser::to_string(t.kind));
-      spec.schema = t.relation.schema;
-      spec.name = t.relation.name;
-      spec.roles = t.roles;
-      req.targets.push_back(std::move(spec));
-      if (req.search_path.empty()) req.search_path = effective;
-    }
-  }
-
-  for (const auto& [schema, table] : skipped) {
-    metrics().count_snapshot(SnapshotOutcome::policy_skip);
-    record_ledger(*held_ctx_, SnapshotOutcome::policy_skip, schema, table);
-  }
-
-  bool disabled = !cfg->snapshots_enabled || !ctx_.capture;
-  if (req.targets.empty() || disabled) {
-    if (disabled && !req.targets.empty()) {
-      metrics().count_snapshot(SnapshotOutcome::disabled);
-      record_ledger(*held_ctx_, SnapshotOutcome::disabled);
-    }
-    // Nothing to wait for: relay at once (asynchronously, scan is mid-loop).
-    holding_ = true;
-    uint64_t id = ++hold_seq_;
-    asio::post(executor(), [self = shared_from_this(), id]() {
-      if (self->holding_ && self->hold_seq_ == id) self->release_hold(true, {}, {});
-    });
-    return;
-  }
-
-  holding_ = true;
-  uint64_t id = ++hold_seq_;
-  req.deadline = hold_started_ + std::chrono::milliseconds(cfg->hold_timeout_ms);
-  // The capture service owns the deadline: at it, it answers "timeout" naming every target and
-  // writes the ledger rows. This timer is only a backstop should that answer not arrive.
-  hold_timer_ = std::make_unique<asio::steady_timer>(executor());
-  hold_timer_->expires_at(req.deadline + std::chrono::milliseconds(50));
-  std::weak_ptr<Session> weak = shared_from_this();
-  hold_timer_->async_wait([weak, id](boost::system::error_code ec) {
-    if (ec) return;
-    if (auto self = weak.lock()) self->on_hold_timeout(id);
-  });
-  auto exec = executor();
-  ctx_.capture->snapshot(std::move(req), [weak, id, exec](capture::SnapshotResult result) {
-    asio::post(exec, [weak, id, result = std::move(result)]() mutable {
-      if (auto self = weak.lock()) self->on_capture_done(id, std::move(result));
-    });
-  });
-}
-
-void Session::on_capture_done(uint64_t hold_id, capture::SnapshotResult result) {
-  if (!holding_ || hold_id != hold_seq_ || closed_) return;
-  double hold_ms = ms_since(hold_started_);
-  metrics().capture_duration.observe(result.capture_ms / 1000.0);
-  for (const auto& t : result.tables) {
-    metrics().count_snapshot(t.outcome);
-    if (t.outcome == SnapshotOutcome::written && t.oid != 0) pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id});
-  }
-  if (result.tables.empty()) metrics().count_snapshot(result.outcome);
-  ctx_.capture->mark_hold(result.tables, hold_ms);
-  if (result.ok() || !fail_closed_) {
-    if (!result.ok())
-      spdlog::warn("session {}: snapshot failed ({}: {}); statement relayed (fail open)", client_addr_, capture::to_string(result.outcome), result.error);
-    return release_hold(true, {}, {});
-  }
-  std::string what;
-  for (const auto& t : result.tables) {
-    if (!what.empty()) what += ", ";
-    what += t.schema + "." + t.table;
-  }
-  release_hold(false, "55000",
-               "predrop: refused " + held_ctx_->statement_kind + (what.empty() ? "" : " of " + what) +
-                   ": the snapshot could not be written (" + capture::to_string(result.outcome) + (result.error.empty() ? "" : ": " + result.error) + ")");
-}
-
-void Session::on_hold_timeout(uint64_t hold_id) {
-  if (!holding_ || hold_id != hold_seq_ || closed_) return;
-  metrics().count_snapshot(SnapshotOutcome::timeout);
-  spdlog::warn("session {}: snapshot not written within {} ms; statement relayed{}", client_addr_,
-               ctx_.config()->hold_timeout_ms, fail_closed_ ? " as an error (fail closed)" : " (fail open)");
-  if (!fail_closed_) return release_hold(true, {}, {});
-  release_hold(false, "55000",
-               "predrop: refused " + held_ctx_->statement_kind + ": the snapshot was not written within " +
-                   std::to_string(ctx_.config()->hold_timeout_ms) + " ms");
-}
-
-void Session::release_hold(bool proceed, std::string_view sqlstate, std::string message) {
-  if (!holding_) return;
-  holding_ = false;
-  if (hold_timer_) hold_timer_->cancel();
-  metrics().hold_duration.observe(ms_since(hold_started_) / 1000.0);
-  Pipe& p = front_;
-  p.held = false;
-  if (proceed) {
-    p.approved = true;
-    if (held_type_ == 'Q') owed_.push_back('Q');
-    if (held_facts_) apply_search_path(*held_facts_);
-  } else {
-    metrics().rejected_statements.fetch_add(1);
-    // Replace the held message with one the server answers with our error.
-    size_t total = wire::read_u32(p.buf.data() + p.scan + 1) + 1;
-    remove_message(p, total);
-    std::string sql = raise_sql(sqlstate, message);
-    if (held_type_ == 'Q') {
-      append_message(p.inject, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
-      owed_.push_back('Q');
-    } else {
-      // Extended protocol: run the raise through the unnamed statement and portal; the
-      // ParseComplete/BindComplete it causes are swallowed, the error reaches the client
-      // in place of the Execute's reply, and the server skips to the client's Sync.
-      std::string parse;
-      parse.push_back('\0');
-      parse.append(sql);
-      parse.push_back('\0');
-      parse.append("\0\0", 2);
-      append_message(p.inject, 'P', parse);
-      append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
-      append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
-      owed_.push_back('p');
-      owed_.push_back('b');
-      statements_.erase("");
-      portals_.erase("");
-    }
-  }
-  held_facts_.reset();
-  pump(p);
+void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total) {
+  HoldInput in;
+  in.type = type;
+  in.held_bytes = total;
+  in.context = statement_context(*facts);
+  in.search_path = decoder_->search_path_ahead();
+  in.transaction_status = decoder_->transaction_status();
+  in.user = params_.get("user");
+  in.facts = std::move(facts);
+  hold_.begin(std::move(in));
 }
 
 void Session::on_cancel_request(std::string packet, std::function<void()> done) {
   if (closed_) return done();
-  if (holding_) {
-    // The held statement never reached the server, so there is nothing there to cancel.
-    spdlog::info("session {}: cancel request ended a hold; the statement was not relayed", client_addr_);
-    release_hold(false, "57014", "canceling statement due to user request");
+  if (hold_.active()) {
+    hold_.cancel();
     return done();
   }
   // Relay the cancel to the server on a fresh connection, as the client would have.
@@ -282,29 +359,10 @@ void Session::on_cancel_request(std::string packet, std::function<void()> done) 
   });
 }
 
-void Session::apply_search_path(const parser::Facts& facts) {
-  if (!facts.touches_search_path() || !search_path_) return;
-  bool in_block = txn_status_ != 'I' || facts.statements.size() > 1;
-  for (const auto& st : facts.statements) {
-    if (st.txn == parser::TxnControl::begin) in_block = true;
-    if (st.search_path) search_path_->apply(*st.search_path, in_block);
-    if (st.txn == parser::TxnControl::savepoint) search_path_->savepoint(st.savepoint);
-    if (st.txn == parser::TxnControl::release) search_path_->release_savepoint(st.savepoint);
-    if (st.txn == parser::TxnControl::rollback_to) search_path_->rollback_to_savepoint(st.savepoint);
-    if (st.txn == parser::TxnControl::commit || st.txn == parser::TxnControl::rollback) {
-      if (in_block && txn_status_ == 'I') search_path_->end_transaction(st.txn == parser::TxnControl::commit);
-      in_block = false;
-    }
-  }
-}
-
-void Session::on_transaction_end(bool committed) {
-  if (search_path_) search_path_->end_transaction(committed);
-}
-
 void Session::confirm_outcomes() {
   if (!ctx_.capture) return pending_outcomes_.clear();
-  ctx_.capture->confirm_outcomes(held_ctx_ && !held_ctx_->database.empty() ? held_ctx_->database : params_.get("database"),
+  const capture::StatementContext* held = hold_.context();
+  ctx_.capture->confirm_outcomes(held && !held->database.empty() ? held->database : params_.get("database"),
                                  std::move(pending_outcomes_));
   pending_outcomes_.clear();
 }

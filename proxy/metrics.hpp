@@ -49,6 +49,8 @@ struct Metrics {
   std::atomic<uint64_t> copy_batched_out{0};   // and server → client
   std::array<std::atomic<uint64_t>, 8> intercepted_by_kind{};   // parser::DestroyKind order
   std::array<std::atomic<uint64_t>, capture::kSnapshotOutcomeCount> snapshots{};   // by SnapshotOutcome
+  std::atomic<uint64_t> protocol_desync{0};   // server replies that matched nothing the decoder saw owed
+  std::array<std::atomic<uint64_t>, 5> hold_endings{};   // by HoldEnding
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};

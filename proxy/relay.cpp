@@ -57,22 +57,14 @@ void Session::arm_watch(Pipe& p) {
               [this] { return shared_from_this(); });
 }
 
-// A COPY's data phase: CopyOutResponse starts it on the server's side, CopyInResponse on the
-// client's; CopyDone or CopyFail ends it (so do ErrorResponse and ReadyForQuery, in inspect_backend).
-// COPY BOTH (replication) is left alone: its messages are waited on one by one.
-void Session::note_copy(Pipe& p, char type) {
-  if (p.backend) {
-    if (type == 'H') {
-      back_.copying = true;
-      back_.copy_started_at = back_.bytes;
-    } else if (type == 'G') {
-      front_.copying = true;
-      front_.copy_started_at = front_.bytes;
-    } else if (type == 'c') {
-      back_.copying = false;
-    }
-  } else if (type == 'c' || type == 'f') {
-    front_.copying = false;
+// A COPY's data phase, as the decoder follows it (CopyOutResponse or CopyInResponse starts it;
+// CopyDone, CopyFail, ErrorResponse, CommandComplete or ReadyForQuery ends it). COPY BOTH
+// (replication) is left alone: its messages are waited on one by one.
+void Session::sync_copy_state() {
+  for (Pipe* p : {&front_, &back_}) {
+    bool now = p->backend ? decoder_->copy_out() : decoder_->copy_in();
+    if (now && !p->copying) p->copy_started_at = p->bytes;
+    p->copying = now;
   }
 }
 
@@ -111,58 +103,75 @@ void Session::on_readable(Pipe& p, const boost::system::error_code& ec) {
   if (ec) return on_pipe_eof(p, ec);
   p.edge = true;
   if (p.watch.events() & (EPOLLHUP | EPOLLERR)) p.hangup = true;
-  if (!p.backend && holding_ && client_left_during_hold()) return;
   pump(p);
   arm_watch(p);
 }
 
 void Session::pump(Pipe& p) {
   if (closed_ || p.closed || p.writing) return;
+  if (p.discard > 0) {
+    // A refused or cancelled message: what came before it leaves first, then it is dropped whole
+    // (a hold only ever holds a message that is whole in the buffer).
+    if (p.scan > p.begin) return start_write(p);
+    p.scan += p.discard;
+    p.begin = p.scan;
+    p.discard = 0;
+  }
   // predrop's own messages need no buffer: they may leave at any message boundary, even
   // while a read waits on the other socket.
   if (!p.inject.empty() && p.scan == p.begin && p.pass_remaining == 0) return start_write(p);
-  if (p.reading) return;
+  if (p.eof) {
+    // The server has gone: what it sent is relayed as it is, then the client's connection closes.
+    p.scan = p.end;
+    p.pass_remaining = 0;
+    if (p.scan > p.begin) return start_write(p);
+    return close_after_server_left();
+  }
   if (p.held) {
     if (p.scan > p.begin) return start_write(p);
-    return watch_held_client();
+    // Reading goes on behind the held message, so that a client leaving is seen at once.
+    if (client_left_behind_hold()) return;
+    if (!p.reading) start_read(p);
+    return;
+  }
+  if (p.reading) {
+    // A read may be outstanding on the client's side when a hold ends: the bytes already here are
+    // scanned and relayed meanwhile (scan neither moves nor replaces a buffer a read waits on).
+    if (!p.backend && p.buf && p.end > p.scan && scan(p) == ScanResult::error) return;
+    if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
+    if (p.scan > p.begin) return start_write(p);
+    if (p.held) return pump(p);
+    return;
   }
   if (p.buf && p.end > p.scan) {
     ScanResult r = scan(p);
     if (r == ScanResult::error) return;
     if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
     if (p.scan > p.begin) return start_write(p);
-    if (r == ScanResult::held) return watch_held_client();
+    if (r == ScanResult::held) return pump(p);
   }
-  start_read(p);
+  if (!p.reading) start_read(p);
 }
 
-// A client that leaves during a hold must never have its statement relayed. Nothing is read
-// while holding (the buffer is not touched), so peek: a closed socket reads as 0 bytes.
-// A watched client socket needs nothing more: its readiness watch stays armed and peeks.
-void Session::watch_held_client() {
-  if (front_.watched || watching_held_client_) return;
-  watching_held_client_ = true;
-  client_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
-    self->watching_held_client_ = false;
-    if (ec || self->closed_ || !self->holding_) return;
-    self->client_left_during_hold();
-  });
-}
-
-bool Session::client_left_during_hold() {
-  char byte;
-  ssize_t n = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-    spdlog::info("session {}: client left during a hold; the held statement is discarded", client_addr_);
-    close("client left during a hold");
-    return true;
+// A client that leaves during a hold never has its statement relayed: a Terminate already read
+// behind the held message ends the hold (end of stream and TLS close_notify end it in on_pipe_eof).
+bool Session::client_left_behind_hold() {
+  Pipe& p = front_;
+  size_t at = p.scan + hold_.held_bytes();
+  while (p.end >= at + wire::kHeaderLen) {
+    if (p.buf.data()[at] == 'X') {
+      hold_.client_gone();
+      return true;
+    }
+    uint32_t len = wire::read_u32(p.buf.data() + at + 1);
+    if (len < 4) return false;   // judged, and refused, once the hold is over
+    at += static_cast<size_t>(len) + 1;
   }
-  // More bytes are waiting (the client pipelined): they queue behind the held message.
   return false;
 }
 
 void Session::maybe_release_buffer(Pipe& p) {
-  if (p.buf && p.begin == p.end && !p.held && !p.coalescing) {
+  if (p.buf && p.begin == p.end && !p.held && !p.coalescing && !p.reading) {
     pool_.give_back(p.buf);
     p.begin = p.scan = p.end = 0;
   }
@@ -195,7 +204,7 @@ void Session::start_read(Pipe& p) {
   // A TLS source always reads through its stream: whole records may wait in asio's and OpenSSL's
   // buffers (beyond what SSL_pending counts) with nothing left on the socket to wake a readiness
   // wait; waiting on the socket then hung a paced COPY IN over TLS in about one run in three.
-  bool keep_buffer = p.buf || src.is_tls() || (p.backend && !owed_.empty() && !holding_);
+  bool keep_buffer = p.buf || src.is_tls() || (p.backend && decoder_->replies_owed() && !hold_.active());
   if (keep_buffer) return read_async(p);
   // Idle: wait for readability without holding a buffer.
   p.reading = true;
@@ -333,37 +342,21 @@ void Session::on_written(Pipe& p, size_t n) {
   pump(p);
 }
 
-// How many bytes of a message must sit in the buffer before it can be decided.
-// 0: stream it without looking.
-size_t Session::bytes_needed(Pipe& p, char type, size_t total) {
-  if (p.backend) {
-    switch (type) {
-      case 'Z': case 'K': case 'S': case 'C': case '1': case '2':
-        return total;
-      case 'R': case 'E':
-        return std::min<size_t>(total, 64 * 1024);
-      default:
-        return 0;
-    }
-  }
-  switch (type) {
-    case 'Q': case 'P':
-      // Whole, to classify it; past the inspection limit the prefix is enough to log it.
-      return total <= cfg_->limits.max_inspect_bytes ? total : 0;
-    case 'B': case 'E': case 'C': case 'X':
-      return std::min<size_t>(total, 2 * 1024);   // the names come first
-    default:
-      return 0;
-  }
-}
-
 void Session::remove_message(Pipe& p, size_t total) {
   std::memmove(p.buf.data() + p.scan, p.buf.data() + p.scan + total, p.end - p.scan - total);
   p.end -= total;
 }
 
+// A server message rewritten in place to `new_total` bytes (never longer): the rest moves up.
+void Session::shrink_message(Pipe& p, size_t total, size_t new_total) {
+  char* msg = p.buf.data() + p.scan;
+  std::memmove(msg + new_total, msg + total, p.end - p.scan - total);
+  p.end -= total - new_total;
+}
+
 Session::ScanResult Session::scan(Pipe& p) {
-  const uint64_t max_len = cfg_->limits.max_message_bytes;
+  const FrameLimits limits{cfg_->limits.max_message_bytes, cfg_->limits.max_inspect_bytes};
+  const MessageTable& table = p.backend ? backend_table() : frontend_table();
   if (p.stop_reading) return ScanResult::need_more;
   for (;;) {
     if (p.pass_remaining > 0) {
@@ -381,7 +374,7 @@ Session::ScanResult Session::scan(Pipe& p) {
       uint64_t rows = 0;
       while (p.end - at >= wire::kHeaderLen && base[at] == 'd') {
         uint32_t len = wire::read_u32(base + at + 1);
-        if (len < 4 || len > max_len) break;
+        if (len < 4 || len > limits.max_message_bytes) break;
         ++rows;
         size_t total = static_cast<size_t>(len) + 1;
         if (total > p.end - at) {
@@ -396,231 +389,119 @@ Session::ScanResult Session::scan(Pipe& p) {
       if (p.pass_remaining > 0) return ScanResult::need_more;
     }
     size_t avail = p.end - p.scan;
-    if (avail < wire::kHeaderLen) return ScanResult::need_more;
     char* msg = p.buf.data() + p.scan;
-    char type = msg[0];
-    uint32_t len = wire::read_u32(msg + 1);
-    if (len < 4 || len > max_len) {
-      metrics().protocol_errors.fetch_add(1);
-      std::string why = "invalid message length " + std::to_string(len) + " for message type '" +
-                        std::string(1, type) + "' (limits.max_message_bytes=" + std::to_string(max_len) + ")";
-      spdlog::warn("session {}: {}", client_addr_, why);
-      if (!p.backend) {
-        // The stream cannot be resynchronised. What came before the bad header still goes up
-        // and is answered, as the server would do; then the client hears why and is closed.
-        fail_client_protocol(why);
+    Frame f = frame_message(table, msg, avail, limits);
+    switch (f.kind) {
+      case Frame::Kind::bad_length: {
+        metrics().protocol_errors.fetch_add(1);
+        std::string why = "invalid message length " + std::to_string(f.length) + " for message type '" +
+                          std::string(1, f.type) + "' (limits.max_message_bytes=" + std::to_string(limits.max_message_bytes) + ")";
+        spdlog::warn("session {}: {}", client_addr_, why);
+        if (!p.backend) {
+          // The stream cannot be resynchronised. What came before the bad header still goes up
+          // and is answered, as the server would do; then the client hears why and is closed.
+          fail_client_protocol(why);
+          return ScanResult::need_more;
+        }
+        close("protocol violation from upstream");
+        return ScanResult::error;
+      }
+      case Frame::Kind::incomplete:
+        // Not all here yet. Make room: flush what is decided first, grow only for a message judged
+        // whole, and never while a read waits on this buffer.
+        if (p.scan > p.begin || p.reading) return ScanResult::need_more;
+        if (f.need > p.buf.capacity()) {
+          Buffer larger = BufferPool::acquire_large(f.need);
+          std::memcpy(larger.data(), p.buf.data() + p.begin, p.end - p.begin);
+          p.end -= p.begin;
+          p.scan = p.begin = 0;
+          pool_.give_back(p.buf);
+          p.buf = std::move(larger);
+        }
         return ScanResult::need_more;
+      case Frame::Kind::stream: {
+        counters_->add_message(p.backend);
+        if (p.backend) {
+          decoder_->on_backend_streamed(f.type, f.total);
+        } else {
+          if (f.over_inspect_limit && (f.type == 'Q' || f.type == 'P')) {
+            metrics().uninspected_large_statements.fetch_add(1);
+            spdlog::warn("session {}: a {}-byte statement is larger than limits.max_inspect_bytes and is relayed uninspected",
+                         client_addr_, f.total);
+          }
+          decoder_->on_frontend_streamed(f.type, f.total, f.over_inspect_limit);
+          if (f.type == 'X') client_terminated_ = true;
+        }
+        sync_copy_state();
+        size_t n = static_cast<size_t>(std::min<uint64_t>(f.total, avail));
+        p.scan += n;
+        p.pass_remaining = f.total - n;
+        continue;
       }
-      close("protocol violation from upstream");
-      return ScanResult::error;
-    }
-    size_t total = static_cast<size_t>(len) + 1;
-    size_t need = bytes_needed(p, type, total);
-    if (need == 0) {
-      if (!p.backend && (type == 'Q' || type == 'P')) {
-        metrics().uninspected_large_statements.fetch_add(1);
-        spdlog::warn("session {}: a {}-byte statement is larger than limits.max_inspect_bytes and is relayed uninspected",
-                     client_addr_, total);
-      }
-      counters_->add_message(p.backend);
-      note_copy(p, type);
-      size_t n = std::min(total, avail);
-      p.scan += n;
-      p.pass_remaining = total - n;
-      continue;
-    }
-    if (avail < need) {
-      // Not all here yet. Make room: flush what is decided first, grow only for an inspected whole message.
-      if (p.scan > p.begin) return ScanResult::need_more;
-      if (need > p.buf.capacity()) {
-        Buffer larger = BufferPool::acquire_large(need);
-        std::memcpy(larger.data(), p.buf.data() + p.begin, p.end - p.begin);
-        p.end -= p.begin;
-        p.scan = p.begin = 0;
-        pool_.give_back(p.buf);
-        p.buf = std::move(larger);
-      }
-      return ScanResult::need_more;
+      case Frame::Kind::judge:
+        break;
     }
     counters_->add_message(p.backend);
-    Verdict v;
-    if (p.backend) {
-      v = inspect_backend(p, type, msg, total);
-    } else if (p.approved) {
-      p.approved = false;
-      v = Verdict::forward;
-    } else {
-      v = inspect_frontend(p, type, msg, total);
-    }
+    size_t total = static_cast<size_t>(f.total);
+    Verdict v = p.backend ? judge_backend(p, msg, total) : judge_frontend(p, msg, total);
     if (closed_) return ScanResult::error;
+    sync_copy_state();
     if (v == Verdict::hold) {
       p.held = true;
       return ScanResult::held;
     }
+    if (v == Verdict::stop) return ScanResult::need_more;
     if (v == Verdict::swallow) {
       remove_message(p, total);
       continue;
     }
-    size_t n = std::min(total, p.end - p.scan);
-    p.scan += n;
-    p.pass_remaining = total - n;
+    p.scan += total;
   }
 }
 
-namespace {
-std::string_view cstr_at(const char* body, size_t len, size_t& pos) {
-  const void* nul = pos < len ? std::memchr(body + pos, '\0', len - pos) : nullptr;
-  if (!nul) {
-    pos = len;
-    return {};
-  }
-  size_t n = static_cast<const char*>(nul) - (body + pos);
-  std::string_view s(body + pos, n);
-  pos += n + 1;
-  return s;
-}
-}  // namespace
-
-Session::Verdict Session::inspect_frontend(Pipe& p, char type, char* msg, size_t total) {
-  const char* body = msg + wire::kHeaderLen;
-  size_t avail = std::min(total, p.end - p.scan);
-  size_t blen = avail - wire::kHeaderLen;
-  size_t pos = 0;
-  switch (type) {
-    case 'Q': {
-      owed_.push_back('Q');
-      // A simple Query drops the unnamed statement and portal.
-      if (!statements_.empty()) statements_.erase(std::string());
-      if (!portals_.empty()) portals_.erase(std::string());
-      std::string_view sql = cstr_at(body, blen, pos);
-      auto facts = ctx_.classifier.classify(sql);
-      if (!facts) return Verdict::forward;
-      if (should_hold(facts)) {
-        owed_.pop_back();   // counted again when it is finally relayed
-        begin_hold('Q', facts);
-        return Verdict::hold;
-      }
-      apply_search_path(*facts);
-      return Verdict::forward;
-    }
-    case 'P': {
-      owed_.push_back('P');
-      std::string name(cstr_at(body, blen, pos));
-      std::string_view sql = cstr_at(body, blen, pos);
-      auto facts = ctx_.classifier.classify(sql);
-      if (facts) statements_[name] = std::move(facts);
-      else statements_.erase(name);
-      return Verdict::forward;
-    }
-    case 'B': {
-      owed_.push_back('B');
-      std::string portal(cstr_at(body, blen, pos));
-      std::string stmt(cstr_at(body, blen, pos));
-      auto it = statements_.find(stmt);
-      if (it != statements_.end()) portals_[portal] = it->second;
-      else portals_.erase(portal);
-      return Verdict::forward;
-    }
-    case 'E': {
-      std::string portal(cstr_at(body, blen, pos));
-      auto it = portals_.find(portal);
-      if (it == portals_.end()) return Verdict::forward;
-      auto facts = it->second;
-      if (should_hold(facts)) {
-        begin_hold('E', facts);
-        return Verdict::hold;
-      }
-      apply_search_path(*facts);
-      return Verdict::forward;
-    }
-    case 'C': {
-      char what = blen > 0 ? body[0] : 0;
-      pos = 1;
-      std::string name(cstr_at(body, blen, pos));
-      if (what == 'S') statements_.erase(name);
-      else if (what == 'P') portals_.erase(name);
-      return Verdict::forward;
-    }
-    case 'S':
-      owed_.push_back('S');
-      return Verdict::forward;
-    case 'F':
-      owed_.push_back('Q');
-      return Verdict::forward;
-    case 'X':
-      client_terminated_ = true;
-      return Verdict::forward;
+Session::Verdict Session::judge_frontend(Pipe& p, const char* msg, size_t total) {
+  FrontendEvent ev = decoder_->on_frontend(std::string_view(msg, total));
+  switch (ev.kind) {
+    case FrontendEvent::Kind::malformed:
+      metrics().protocol_errors.fetch_add(1);
+      spdlog::warn("session {}: {}", client_addr_, ev.error);
+      fail_client_protocol(ev.error);
+      return Verdict::stop;
+    case FrontendEvent::Kind::statement:
+      if (!should_hold(ev.facts)) return Verdict::forward;
+      begin_hold(ev.type, std::move(ev.facts), total);
+      return Verdict::hold;
     default:
       return Verdict::forward;
   }
 }
 
-Session::Verdict Session::inspect_backend(Pipe& p, char type, char* msg, size_t& total) {
-  const char* body = msg + wire::kHeaderLen;
-  size_t blen = total - wire::kHeaderLen;
-  switch (type) {
-    case 'R':
-      if (strip_plus_ && total <= p.end - p.scan) {
-        size_t new_total = wire::strip_scram_plus(msg, total);
-        if (new_total != total) {
-          std::memmove(msg + new_total, msg + total, p.end - p.scan - total);
-          p.end -= total - new_total;
-          total = new_total;
-        }
-      }
-      return Verdict::forward;
-    case 'K':
-      if (blen >= 8) ctx_.registry.set_key(shared_from_this(), std::string(body, blen));
-      return Verdict::forward;
-    case '1':
-    case '2': {
-      // Replies to Parse/Bind: swallow the ones answering what predrop injected.
-      char want = type == '1' ? 'P' : 'B';
-      while (!owed_.empty() && owed_.front() != want && owed_.front() != (want | 0x20) && owed_.front() != 'S' &&
-             owed_.front() != 'Q')
-        owed_.pop_front();
-      if (!owed_.empty() && (owed_.front() == want || owed_.front() == (want | 0x20))) {
-        bool injected = owed_.front() == (want | 0x20);
-        owed_.pop_front();
-        if (injected) return Verdict::swallow;
-      }
-      return Verdict::forward;
-    }
-    case 'E':
-      error_since_ready_ = true;
-      front_.copying = back_.copying = false;
-      // After an error the server skips to Sync: nothing before it will be answered.
-      if (!owed_.empty() && owed_.front() != 'Q') {
-        while (!owed_.empty() && owed_.front() != 'S') owed_.pop_front();
-      }
-      return Verdict::forward;
-    case 'C': {
-      std::string_view tag(body, blen > 0 ? blen - 1 : 0);
-      if (tag == "COMMIT" || tag == "ROLLBACK" || tag == "PREPARE TRANSACTION") last_txn_tag_ = std::string(tag);
-      return Verdict::forward;
-    }
-    case 'Z': {
-      front_.copying = back_.copying = false;
-      if (!owed_.empty()) {
-        // A ReadyForQuery answers the oldest Sync or Query.
-        while (!owed_.empty() && owed_.front() != 'S' && owed_.front() != 'Q') owed_.pop_front();
-        if (!owed_.empty()) owed_.pop_front();
-      }
-      char status = blen >= 1 ? body[0] : 'I';
-      char before = txn_status_;
-      txn_status_ = status;
-      // Back to idle ends a transaction: an explicit one by COMMIT/ROLLBACK, an implicit one
-      // (a multi-statement Query) by committing unless it failed.
-      if (status == 'I') on_transaction_end(before != 'I' ? last_txn_tag_ == "COMMIT" : !error_since_ready_);
-      last_txn_tag_.clear();
-      error_since_ready_ = false;
-      if (!fatal_.empty()) maybe_send_fatal();
-      if (status == 'I' && !pending_outcomes_.empty()) confirm_outcomes();
-      return Verdict::forward;
-    }
-    default:
-      return Verdict::forward;
+Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
+  BackendEvent ev = decoder_->on_backend(std::string_view(msg, total));
+  if (ev.kind == BackendEvent::Kind::malformed) {
+    metrics().protocol_errors.fetch_add(1);
+    spdlog::warn("session {}: upstream sent {}", client_addr_, ev.error);
+    close("protocol violation from upstream");
+    return Verdict::stop;
   }
+  if (ev.desync) metrics().protocol_desync.fetch_add(1, std::memory_order_relaxed);
+  if (ev.kind == BackendEvent::Kind::swallow) return Verdict::swallow;
+  if (ev.sasl_offer && strip_plus_) {
+    size_t new_total = wire::strip_scram_plus(msg, total);
+    if (new_total != total) shrink_message(p, total, new_total), total = new_total;
+  }
+  if (ev.refusal_error) {
+    // The server's answer to predrop's stand-in for a refused or cancelled statement: the error is
+    // the server's own, less the PL/pgSQL context line that only the stand-in has.
+    size_t new_total = wire::remove_error_field(msg, total, 'W');
+    if (new_total != total) shrink_message(p, total, new_total), total = new_total;
+  }
+  if (ev.backend_key) ctx_.registry.set_key(shared_from_this(), ev.key);
+  if (ev.ready) {
+    if (!fatal_.empty()) maybe_send_fatal();
+    if (ev.status == 'I' && !pending_outcomes_.empty()) confirm_outcomes();
+  }
+  return Verdict::forward;
 }
 
 void Session::fail_client_protocol(const std::string& why) {
@@ -631,14 +512,13 @@ void Session::fail_client_protocol(const std::string& why) {
   fatal_timer_->expires_after(std::chrono::seconds(2));
   fatal_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->fatal_.empty()) return;
-    self->owed_.clear();
-    self->maybe_send_fatal();
+    self->maybe_send_fatal(true);
   });
   maybe_send_fatal();
 }
 
-void Session::maybe_send_fatal() {
-  if (fatal_.empty() || front_.writing || front_.scan != front_.begin || !owed_.empty()) return;
+void Session::maybe_send_fatal(bool now) {
+  if (fatal_.empty() || front_.writing || front_.scan != front_.begin || (!now && decoder_->replies_owed())) return;
   back_.inject += fatal_;
   fatal_.clear();
   close_after_inject_ = true;
@@ -648,24 +528,35 @@ void Session::maybe_send_fatal() {
 
 void Session::on_pipe_eof(Pipe& p, const boost::system::error_code& ec) {
   if (p.backend) {
-    // The server went away. Unless the client asked for it, say so in the server's words.
-    if (!client_terminated_ && !back_.writing && back_.pass_remaining == 0) {
-      auto self = shared_from_this();
-      auto err = std::make_shared<std::string>(wire::error_response(
-          "FATAL", "08006", "predrop: the server " + cfg_->upstream.to_string() + " closed the connection unexpectedly"));
-      p.closed = true;
-      client_.async_write(asio::buffer(*err), [self, err](boost::system::error_code, size_t) { self->close("upstream closed"); });
-      return;
-    }
-    return close("upstream closed");
+    // The server ended the session (a FATAL it sent, or without a word): the client gets exactly
+    // what the server sent, then the end of its connection, as it would direct.
+    p.eof = true;
+    return pump(p);
   }
+  if (hold_.active()) return hold_.client_gone();
   close(ec == asio::error::eof ? "client closed" : "client connection error");
+}
+
+// TLS on the client's leg ends with a close_notify, as the server's own TLS does; then the socket closes.
+void Session::close_after_server_left() {
+  if (closed_) return;
+  auto* tls = client_.tls();
+  if (!tls) return close("server closed the connection");
+  back_.closed = true;
+  front_.closed = true;
+  auto self = shared_from_this();
+  fatal_timer_ = std::make_unique<asio::steady_timer>(executor());
+  fatal_timer_->expires_after(std::chrono::seconds(1));
+  fatal_timer_->async_wait([self](boost::system::error_code ec) {
+    if (!ec) self->close("server closed the connection");
+  });
+  tls->async_shutdown([self](boost::system::error_code) { self->close("server closed the connection"); });
 }
 
 void Session::close(std::string_view why) {
   if (closed_) return;
   closed_ = true;
-  if (hold_timer_) hold_timer_->cancel();
+  hold_.stop();
   if (fatal_timer_) fatal_timer_->cancel();
   for (Pipe* p : {&front_, &back_})
     if (p->coalesce_timer) p->coalesce_timer->cancel();

@@ -13,6 +13,8 @@
 
 #include "proxy/buffer_pool.hpp"
 #include "proxy/context.hpp"
+#include "proxy/decoder.hpp"
+#include "proxy/hold.hpp"
 #include "proxy/metrics.hpp"
 #include "proxy/readiness.hpp"
 #include "proxy/transport.hpp"
@@ -20,25 +22,10 @@
 
 namespace predrop::proxy {
 
-// The replies the server owes, oldest first. A string with a moving head: an idle session holds
-// nothing on the heap (std::deque allocates a 512-byte block up front, per session).
-class OwedReplies {
- public:
-  bool empty() const { return head_ == q_.size(); }
-  char front() const { return q_[head_]; }
-  void push_back(char c) { q_.push_back(c); }
-  void pop_back() { q_.pop_back(); if (empty()) clear(); }
-  void pop_front() { if (++head_ == q_.size()) clear(); }
-  void clear() { q_.clear(); head_ = 0; }
-
- private:
-  std::string q_;
-  size_t head_ = 0;
-};
-
 // One direction of the relay. Bytes in buf[begin, scan) are decided and wait to be written;
 // buf[scan, end) are not yet looked at. Reading stops while anything waits to be written
-// (backpressure: a slow reader slows its writer) and while a statement is held.
+// (backpressure: a slow reader slows its writer). While a statement is held the client's side
+// reads on into what is left of its buffer, so that a client leaving is seen; it never grows.
 struct Pipe {
   explicit Pipe(bool server_to_client) : backend(server_to_client) {}
   bool backend = false;          // server → client
@@ -46,8 +33,9 @@ struct Pipe {
   size_t begin = 0, scan = 0, end = 0;
   uint64_t pass_remaining = 0;   // rest of a message being streamed through unexamined
   bool reading = false, writing = false, closed = false;
-  bool held = false;             // frontend only: the message at scan waits for its snapshot
-  bool approved = false;         // the message at scan was held and released: relay it as is
+  bool held = false;             // frontend only: the message at scan, whole, waits for its snapshot
+  uint64_t discard = 0;          // frontend only: the message at scan is dropped once what precedes it is written
+  bool eof = false;              // backend only: the server closed; relay what it sent, then close
   std::string inject;            // bytes predrop itself sends before going on
   bool stop_reading = false;     // the stream is beyond repair: relay what was decided, read no more
   bool more_waiting = false;     // the last read filled the buffer: the socket probably has more
@@ -80,7 +68,7 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::any_io_executor executor() { return client_.socket().get_executor(); }
 
  private:
-  friend class HoldLogic;
+  friend class Hold;
   using Clock = std::chrono::steady_clock;
 
   // startup.cpp
@@ -107,21 +95,22 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_written(Pipe& p, size_t n);
   enum class ScanResult { need_more, held, error };
   ScanResult scan(Pipe& p);
-  size_t bytes_needed(Pipe& p, char type, size_t total);
-  enum class Verdict { forward, hold, swallow };
-  Verdict inspect_frontend(Pipe& p, char type, char* msg, size_t total);
-  Verdict inspect_backend(Pipe& p, char type, char* msg, size_t& total);
+  // forward: relay it; hold: it waits, whole, at scan; swallow: remove it; stop: the pipe reads no more.
+  enum class Verdict { forward, hold, swallow, stop };
+  Verdict judge_frontend(Pipe& p, const char* msg, size_t total);
+  Verdict judge_backend(Pipe& p, char* msg, size_t& total);
   void remove_message(Pipe& p, size_t total);
+  void shrink_message(Pipe& p, size_t total, size_t new_total);
   void on_pipe_eof(Pipe& p, const boost::system::error_code& ec);
+  void close_after_server_left();
   void fail_client_protocol(const std::string& why);
-  void maybe_send_fatal();
+  void maybe_send_fatal(bool now = false);
   void close(std::string_view why);
   void maybe_release_buffer(Pipe& p);
-  void watch_held_client();
-  bool client_left_during_hold();
+  bool client_left_behind_hold();
   void arm_watch(Pipe& p);
   void on_readable(Pipe& p, const boost::system::error_code& ec);
-  void note_copy(Pipe& p, char type);
+  void sync_copy_state();
   void coalesce(Pipe& p);
   static void on_front_readable(void* s, const boost::system::error_code& ec) {
     static_cast<Session*>(s)->on_readable(static_cast<Session*>(s)->front_, ec);
@@ -134,12 +123,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // hold.cpp
   bool should_hold(const std::shared_ptr<const parser::Facts>& facts);
-  void begin_hold(char type, std::shared_ptr<const parser::Facts> facts);
-  void on_capture_done(uint64_t hold_id, capture::SnapshotResult result);
-  void on_hold_timeout(uint64_t hold_id);
-  void release_hold(bool proceed, std::string_view sqlstate, std::string message);
-  void apply_search_path(const parser::Facts& facts);
-  void on_transaction_end(bool committed);
+  void begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total);
+  void end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message);
   void confirm_outcomes();
   capture::StatementContext statement_context(const parser::Facts& facts) const;
   void record_ledger(capture::StatementContext context, capture::SnapshotOutcome outcome, std::string schema = {},
@@ -165,30 +150,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool registered_ = false;
   std::string fatal_;                 // an ErrorResponse waiting for the server's owed replies
   bool close_after_inject_ = false;
-  bool watching_held_client_ = false;
   std::unique_ptr<asio::steady_timer> fatal_timer_;
 
-  // Statement and transaction state, read off the wire.
-  char txn_status_ = 'I';
-  std::string last_txn_tag_;
-  bool error_since_ready_ = false;
-  std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> statements_;  // Parse name → facts
-  std::unordered_map<std::string, std::shared_ptr<const parser::Facts>> portals_;     // Bind portal → facts
-  std::unique_ptr<parser::SearchPathTracker> search_path_;
-  // Replies the server owes for relayed messages, in order: P(arse) B(ind) S(ync) Q(uery);
-  // lower case for the ones predrop injected, whose replies the client must not see.
-  OwedReplies owed_;
-
-  // The hold.
-  uint64_t hold_seq_ = 0;
-  bool holding_ = false;
-  char held_type_ = 0;
-  bool fail_closed_ = false;
-  Clock::time_point hold_started_;
-  std::shared_ptr<const parser::Facts> held_facts_;
-  // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
-  std::unique_ptr<capture::StatementContext> held_ctx_;
-  std::unique_ptr<asio::steady_timer> hold_timer_;
+  // The protocol state, read off the wire (made when the startup packet is read).
+  std::optional<Decoder> decoder_;
+  Hold hold_{*this};
   std::vector<capture::PendingOutcome> pending_outcomes_;
 };
 

@@ -95,7 +95,7 @@ void Session::on_startup_packet(std::string packet) {
   std::string sp = params_.get("search_path");
   if (auto from_options = wire::search_path_from_options(params_.get("options"))) sp = *from_options;
   if (!sp.empty()) initial = parser::split_search_path(sp);
-  search_path_ = std::make_unique<parser::SearchPathTracker>(std::move(initial));
+  decoder_.emplace(ctx_.classifier, std::move(initial));
   connect_upstream();
 }
 

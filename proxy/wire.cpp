@@ -99,6 +99,24 @@ size_t strip_scram_plus(char* msg, size_t len) {
   return len;
 }
 
+size_t remove_error_field(char* msg, size_t len, char code) {
+  if (len < kHeaderLen + 1 || (msg[0] != 'E' && msg[0] != 'N')) return len;
+  size_t pos = kHeaderLen;
+  while (pos < len && msg[pos] != '\0') {
+    const void* nul = std::memchr(msg + pos + 1, '\0', len - pos - 1);
+    if (!nul) return len;
+    size_t field_end = static_cast<size_t>(static_cast<const char*>(nul) - msg) + 1;
+    if (msg[pos] == code) {
+      std::memmove(msg + pos, msg + field_end, len - field_end);
+      len -= field_end - pos;
+      write_u32(msg + 1, static_cast<uint32_t>(len - 1));
+      continue;
+    }
+    pos = field_end;
+  }
+  return len;
+}
+
 std::optional<std::string> search_path_from_options(std::string_view options) {
   // The server splits options on unescaped whitespace; "\ " keeps a space.
   std::vector<std::string> args;

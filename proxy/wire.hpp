@@ -54,6 +54,10 @@ ErrorFields parse_error_fields(const char* body, size_t len);
 // Works in place on a whole message (header included); returns the new total length.
 size_t strip_scram_plus(char* msg, size_t len);
 
+// ErrorResponse / NoticeResponse: remove every field with this code. Works in place on a whole
+// message (header included); returns the new total length.
+size_t remove_error_field(char* msg, size_t len, char code);
+
 // Options "-c search_path=a,b" or "--search_path=a" from the startup packet's options parameter.
 std::optional<std::string> search_path_from_options(std::string_view options);
 

@@ -82,7 +82,8 @@ def raw_cases(h):
         direct = raw_last_words(h, h.port, how)
         through = raw_last_words(h, h.p.port, how)
         print("# %s: direct  %s\n# %s: predrop %s" % (how, show(direct), how, show(through)))
-        h.check(direct.startswith(b"E") and through == direct,
+        # A busy session has its RowDescription out before the FATAL: the server's last words end it.
+        h.check(show(direct).split("; ")[-1].startswith("E") and through == direct,
                 "bare socket, session ended (%s): through predrop the same bytes as direct, then EOF" % how,
                 "direct %s | predrop %s" % (show(direct), show(through)))
 

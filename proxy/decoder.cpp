@@ -1,0 +1,486 @@
+#include "proxy/decoder.hpp"
+
+#include <cstring>
+
+#include "proxy/wire.hpp"
+
+namespace predrop::proxy {
+
+namespace {
+
+// The server's NAMEDATALEN: statement and portal hash tables compare the first 63 bytes of a name.
+constexpr size_t kNameKeyBytes = 63;
+
+constexpr MessageTable make_frontend_table() {
+  MessageTable t{};
+  auto set = [&t](char type, const char* name, Need need) { t[static_cast<unsigned char>(type)] = {name, need}; };
+  set('Q', "Query", Need::inspected);
+  set('P', "Parse", Need::inspected);
+  set('B', "Bind", Need::inspected);
+  set('E', "Execute", Need::inspected);
+  set('C', "Close", Need::inspected);
+  set('D', "Describe", Need::header);
+  set('S', "Sync", Need::header);
+  set('H', "Flush", Need::header);
+  set('F', "FunctionCall", Need::header);
+  set('X', "Terminate", Need::header);
+  set('d', "CopyData", Need::header);
+  set('c', "CopyDone", Need::header);
+  set('f', "CopyFail", Need::header);
+  set('p', "PasswordMessage", Need::header);   // also SASLInitialResponse, SASLResponse, GSSResponse
+  return t;
+}
+
+constexpr MessageTable make_backend_table() {
+  MessageTable t{};
+  auto set = [&t](char type, const char* name, Need need) { t[static_cast<unsigned char>(type)] = {name, need}; };
+  set('R', "Authentication", Need::whole);
+  set('K', "BackendKeyData", Need::whole);
+  set('S', "ParameterStatus", Need::header);
+  set('Z', "ReadyForQuery", Need::whole);
+  set('C', "CommandComplete", Need::whole);
+  set('E', "ErrorResponse", Need::whole);
+  set('N', "NoticeResponse", Need::header);
+  set('A', "NotificationResponse", Need::header);
+  // Whole (5 bytes): the ones answering predrop's own Parse and Bind are removed.
+  set('1', "ParseComplete", Need::whole);
+  set('2', "BindComplete", Need::whole);
+  set('3', "CloseComplete", Need::header);
+  set('t', "ParameterDescription", Need::header);
+  set('T', "RowDescription", Need::header);
+  set('n', "NoData", Need::header);
+  set('D', "DataRow", Need::header);
+  set('I', "EmptyQueryResponse", Need::header);
+  set('s', "PortalSuspended", Need::header);
+  set('V', "FunctionCallResponse", Need::header);
+  set('G', "CopyInResponse", Need::header);
+  set('H', "CopyOutResponse", Need::header);
+  set('W', "CopyBothResponse", Need::header);
+  set('d', "CopyData", Need::header);
+  set('c', "CopyDone", Need::header);
+  set('v', "NegotiateProtocolVersion", Need::header);
+  return t;
+}
+
+constexpr MessageTable kFrontend = make_frontend_table();
+constexpr MessageTable kBackend = make_backend_table();
+
+// Server messages predrop reads whole are small by nature; an ErrorResponse or a SASL offer longer
+// than this is not one a server sends, and is streamed rather than buffered.
+constexpr uint64_t kWholeBackendLimit = 64 * 1024;
+
+}  // namespace
+
+const MessageTable& frontend_table() { return kFrontend; }
+const MessageTable& backend_table() { return kBackend; }
+
+Frame frame_message(const MessageTable& table, const char* data, size_t avail, const FrameLimits& limits) {
+  Frame f;
+  if (avail < wire::kHeaderLen) {
+    f.need = wire::kHeaderLen;
+    return f;
+  }
+  f.type = data[0];
+  f.length = wire::read_u32(data + 1);
+  if (f.length < 4 || f.length > limits.max_message_bytes) {
+    f.kind = Frame::Kind::bad_length;
+    return f;
+  }
+  f.total = static_cast<uint64_t>(f.length) + 1;
+  Need need = table[static_cast<unsigned char>(f.type)].need;
+  uint64_t limit = &table == &kBackend ? kWholeBackendLimit : limits.max_inspect_bytes;
+  if (need == Need::header || (need != Need::header && f.total > limit)) {
+    f.over_inspect_limit = need == Need::inspected;
+    f.kind = Frame::Kind::stream;
+    f.need = wire::kHeaderLen;
+    return f;
+  }
+  f.need = f.total;
+  f.kind = avail >= f.total ? Frame::Kind::judge : Frame::Kind::incomplete;
+  return f;
+}
+
+std::string_view MessageReader::cstring() {
+  if (!ok_) return {};
+  const void* nul = std::memchr(p_, '\0', static_cast<size_t>(end_ - p_));
+  if (!nul) {
+    ok_ = false;
+    return {};
+  }
+  std::string_view s(p_, static_cast<const char*>(nul) - p_);
+  p_ += s.size() + 1;
+  return s;
+}
+
+char MessageReader::byte() {
+  if (!ok_ || p_ == end_) {
+    ok_ = false;
+    return 0;
+  }
+  return *p_++;
+}
+
+int16_t MessageReader::int16() {
+  if (!ok_ || end_ - p_ < 2) {
+    ok_ = false;
+    return 0;
+  }
+  uint16_t v = static_cast<uint16_t>((static_cast<unsigned char>(p_[0]) << 8) | static_cast<unsigned char>(p_[1]));
+  p_ += 2;
+  return static_cast<int16_t>(v);
+}
+
+int32_t MessageReader::int32() {
+  if (!ok_ || end_ - p_ < 4) {
+    ok_ = false;
+    return 0;
+  }
+  uint32_t v = wire::read_u32(p_);
+  p_ += 4;
+  return static_cast<int32_t>(v);
+}
+
+void OwedReplies::pop_front() {
+  q_[head_] = OwedReply{};   // release its facts now, not at compaction
+  if (++head_ == q_.size()) return clear();
+  // A pipeline that never drains (a client streaming simple Queries) must not grow the queue.
+  if (head_ >= 64 && head_ * 2 >= q_.size()) {
+    q_.erase(q_.begin(), q_.begin() + static_cast<ptrdiff_t>(head_));
+    head_ = 0;
+  }
+}
+
+Decoder::Decoder(parser::Classifier& classifier, std::vector<std::string> initial_search_path)
+    : classifier_(classifier), search_path_(std::move(initial_search_path)) {}
+
+std::string Decoder::name_key(std::string_view name) {
+  return std::string(name.substr(0, kNameKeyBytes));
+}
+
+FrontendEvent Decoder::statement_event(char type, std::shared_ptr<const parser::Facts> facts) {
+  FrontendEvent ev;
+  ev.type = type;
+  if (facts) {
+    ev.kind = FrontendEvent::Kind::statement;
+    ev.facts = std::move(facts);
+  }
+  return ev;
+}
+
+FrontendEvent Decoder::on_frontend(std::string_view msg) {
+  ++stats_.frontend_messages;
+  char type = msg[0];
+  MessageReader r(msg.data() + wire::kHeaderLen, msg.size() - wire::kHeaderLen);
+  auto malformed = [&](std::string why) {
+    ++stats_.malformed;
+    FrontendEvent ev;
+    ev.kind = FrontendEvent::Kind::malformed;
+    ev.type = type;
+    ev.error = std::move(why);
+    return ev;
+  };
+  using K = OwedReply::Kind;
+  switch (type) {
+    case 'Q': {
+      std::string_view sql = r.cstring();
+      if (!r.ok()) return malformed("invalid Query message: the query string is not terminated");
+      // A simple Query replaces the unnamed statement and portal.
+      statements_.erase(std::string());
+      portals_.erase(std::string());
+      auto facts = classifier_.classify(sql);
+      owed_.push_back({K::query, false, false, false, 0, facts, {}});
+      return statement_event('Q', std::move(facts));
+    }
+    case 'P': {
+      std::string_view name = r.cstring();
+      std::string_view sql = r.cstring();
+      if (!r.ok()) return malformed("invalid Parse message: the statement name or query string is not terminated");
+      auto facts = classifier_.classify(sql);
+      std::string key = name_key(name);
+      OwedReply entry{K::parse, false, false, false, 0, nullptr, {}};
+      auto it = statements_.find(key);
+      if (!key.empty() && it != statements_.end()) {
+        // The server refuses a Parse of a name it has (42P05) unless the name was deallocated by
+        // SQL meanwhile (DEALLOCATE, DISCARD ALL), which predrop does not follow. Until its
+        // ParseComplete says which, keep what the old text destroys if the new one destroys less.
+        bool old_destroys = it->second && it->second->destroys();
+        bool new_destroys = facts && facts->destroys();
+        if (old_destroys && !new_destroys) {
+          entry.facts = std::move(facts);
+          entry.deferred_name = std::move(key);
+          owed_.push_back(std::move(entry));
+          return {};
+        }
+      }
+      statements_[std::move(key)] = std::move(facts);
+      owed_.push_back(std::move(entry));
+      return {};
+    }
+    case 'B': {
+      std::string_view portal = r.cstring();
+      std::string_view stmt = r.cstring();
+      if (!r.ok()) return malformed("invalid Bind message: the portal or statement name is not terminated");
+      auto it = statements_.find(name_key(stmt));
+      std::shared_ptr<const parser::Facts> facts = it != statements_.end() ? it->second : nullptr;
+      if (facts) portals_[name_key(portal)] = std::move(facts);
+      else portals_.erase(name_key(portal));
+      owed_.push_back({K::bind, false, false, false, 0, nullptr, {}});
+      return {};
+    }
+    case 'E': {
+      std::string_view portal = r.cstring();
+      r.int32();
+      if (!r.ok()) return malformed("invalid Execute message: the portal name is not terminated");
+      auto it = portals_.find(name_key(portal));
+      std::shared_ptr<const parser::Facts> facts = it != portals_.end() ? it->second : nullptr;
+      owed_.push_back({K::execute, false, false, false, 0, facts, {}});
+      return statement_event('E', std::move(facts));
+    }
+    case 'C': {
+      char what = r.byte();
+      std::string_view name = r.cstring();
+      if (!r.ok() || (what != 'S' && what != 'P'))
+        return malformed("invalid Close message: expected 'S' or 'P' and a terminated name");
+      if (what == 'S') statements_.erase(name_key(name));
+      else portals_.erase(name_key(name));
+      owed_.push_back({K::close, false, false, false, 0, nullptr, {}});
+      return {};
+    }
+    default:
+      // Only messages the table marks inspected reach here; the rest are on_frontend_streamed.
+      return {};
+  }
+}
+
+void Decoder::on_frontend_streamed(char type, uint64_t total, bool over_inspect_limit) {
+  ++stats_.frontend_messages;
+  using K = OwedReply::Kind;
+  if (over_inspect_limit) ++stats_.uninspected;
+  switch (type) {
+    case 'Q': owed_.push_back({K::query, false, false, false, 0, nullptr, {}}); break;
+    case 'P': owed_.push_back({K::parse, false, false, false, 0, nullptr, {}}); break;
+    case 'B': owed_.push_back({K::bind, false, false, false, 0, nullptr, {}}); break;
+    case 'E': owed_.push_back({K::execute, false, false, false, 0, nullptr, {}}); break;
+    case 'C': owed_.push_back({K::close, false, false, false, 0, nullptr, {}}); break;
+    case 'D': owed_.push_back({K::describe, false, false, false, 0, nullptr, {}}); break;
+    case 'S': owed_.push_back({K::sync, false, false, false, 0, nullptr, {}}); break;
+    case 'F': owed_.push_back({K::function_call, false, false, false, 0, nullptr, {}}); break;
+    case 'c': case 'f': copy_in_ = false; break;
+    default: break;
+  }
+}
+
+void Decoder::replace_last_with_refusal() {
+  using K = OwedReply::Kind;
+  if (owed_.empty()) return;
+  K kind = owed_.back().kind;
+  owed_.pop_back();
+  if (kind == K::query) {
+    owed_.push_back({K::query, true, true, false, 0, nullptr, {}});
+    return;
+  }
+  owed_.push_back({K::parse, true, false, false, 0, nullptr, {}});
+  owed_.push_back({K::bind, true, false, false, 0, nullptr, {}});
+  owed_.push_back({K::execute, true, true, false, 0, nullptr, {}});
+  // The stand-in took the unnamed statement and portal.
+  statements_.erase(std::string());
+  portals_.erase(std::string());
+}
+
+// How one statement the server completed moves the search_path. A multi-statement Query runs as
+// one implicit transaction block, so its SET LOCAL holds to its end; a COMMIT or ROLLBACK in the
+// text ends the block the text itself opened. `in_block` is carried from statement to statement.
+void Decoder::apply_statement(parser::SearchPathTracker& path, const parser::Statement& st, bool& in_block, char txn_status) {
+  using T = parser::TxnControl;
+  if (st.txn == T::begin) in_block = true;
+  if (st.search_path) path.apply(*st.search_path, in_block);
+  if (st.txn == T::savepoint) path.savepoint(st.savepoint);
+  if (st.txn == T::release) path.release_savepoint(st.savepoint);
+  if (st.txn == T::rollback_to) path.rollback_to_savepoint(st.savepoint);
+  if (st.txn == T::commit || st.txn == T::rollback) {
+    if (in_block && txn_status == 'I') path.end_transaction(st.txn == T::commit);
+    in_block = false;
+  }
+}
+
+void Decoder::apply_completed(OwedReply& entry) {
+  size_t k = entry.completed++;
+  if (!entry.facts || !entry.facts->touches_search_path()) return;
+  const auto& sts = entry.facts->statements;
+  if (k >= sts.size()) return;
+  // Replay the block state of the statements before it: only search_path effects are applied.
+  bool in_block = txn_status_ != 'I' || sts.size() > 1;
+  parser::SearchPathTracker scratch = search_path_;
+  for (size_t i = 0; i < k; ++i) {
+    parser::Statement control;
+    control.txn = sts[i].txn;
+    if (control.txn == parser::TxnControl::begin || control.txn == parser::TxnControl::commit ||
+        control.txn == parser::TxnControl::rollback)
+      apply_statement(scratch, control, in_block, txn_status_);
+  }
+  apply_statement(search_path_, sts[k], in_block, txn_status_);
+}
+
+parser::SearchPathTracker Decoder::search_path_ahead() const {
+  parser::SearchPathTracker path = search_path_;
+  // Every owed entry but the last (the statement being judged, whose own SETs the hold walks),
+  // from the first of its statements the server has not completed yet.
+  size_t n = owed_.size();
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const OwedReply& e = owed_.at(i);
+    if (!e.facts || !e.facts->touches_search_path()) continue;
+    const auto& sts = e.facts->statements;
+    bool in_block = txn_status_ != 'I' || sts.size() > 1;
+    parser::SearchPathTracker scratch = path;
+    for (size_t k = 0; k < sts.size(); ++k) apply_statement(k < e.completed ? scratch : path, sts[k], in_block, txn_status_);
+  }
+  return path;
+}
+
+// After an error in the extended protocol the server discards every message up to the next Sync.
+void Decoder::skip_to_sync() {
+  while (!owed_.empty() && owed_.front().kind != OwedReply::Kind::sync) owed_.pop_front();
+}
+
+void Decoder::on_backend_streamed(char type, uint64_t total) {
+  ++stats_.backend_messages;
+  BackendEvent ev;
+  account_reply(type, ev);
+}
+
+// What a server message answers of the owed queue, for every message judged or streamed.
+void Decoder::account_reply(char type, BackendEvent& ev) {
+  using K = OwedReply::Kind;
+  auto front_is = [this](K k) { return !owed_.empty() && owed_.front().kind == k; };
+  switch (type) {
+    case '1':
+    case '2': {
+      if (!front_is(type == '1' ? K::parse : K::bind)) {
+        ++stats_.desync;
+        ev.desync = true;
+        return;
+      }
+      OwedReply& e = owed_.front();
+      if (!e.deferred_name.empty()) statements_[e.deferred_name] = e.facts;
+      if (e.injected) ev.kind = BackendEvent::Kind::swallow;
+      owed_.pop_front();
+      return;
+    }
+    case '3':
+    case 'n':
+      if (front_is(type == '3' ? K::close : K::describe)) owed_.pop_front();
+      else ++stats_.desync, ev.desync = true;
+      return;
+    case 'T':
+      // A RowDescription answers a Describe, or heads the rows of a simple Query.
+      if (front_is(K::describe)) owed_.pop_front();
+      return;
+    case 'I':
+    case 's':
+      if (front_is(K::execute)) owed_.pop_front();
+      else if (front_is(K::query)) ++owed_.front().completed;
+      return;
+    case 'G': copy_in_ = true; return;
+    case 'H': copy_out_ = true; return;
+    case 'c': copy_out_ = false; return;
+    default: return;
+  }
+}
+
+BackendEvent Decoder::on_backend(std::string_view msg) {
+  char type = msg[0];
+  BackendEvent ev;
+  using K = OwedReply::Kind;
+  ++stats_.backend_messages;
+  const char* body = msg.data() + wire::kHeaderLen;
+  size_t blen = msg.size() - wire::kHeaderLen;
+  MessageReader r(body, blen);
+  auto malformed = [&](std::string why) {
+    ++stats_.malformed;
+    ev.kind = BackendEvent::Kind::malformed;
+    ev.error = std::move(why);
+    return ev;
+  };
+  switch (type) {
+    case 'R': {
+      int32_t code = r.int32();
+      if (!r.ok()) return malformed("Authentication message without its code");
+      ev.sasl_offer = code == 10;
+      return ev;
+    }
+    case 'K':
+      if (blen < 8) return malformed("BackendKeyData shorter than 8 bytes");
+      ev.backend_key = true;
+      ev.key.assign(body, blen);
+      return ev;
+    case 'C': {
+      std::string_view tag = r.cstring();
+      if (!r.ok()) return malformed("CommandComplete without a terminated tag");
+      if (tag == "COMMIT" || tag == "PREPARE TRANSACTION") txn_tag_seen_ = txn_tag_commit_ = true;
+      else if (tag == "ROLLBACK") txn_tag_seen_ = true, txn_tag_commit_ = false;
+      copy_in_ = copy_out_ = false;
+      if (owed_.empty()) {
+        ++stats_.desync;
+        ev.desync = true;
+        return ev;
+      }
+      OwedReply& e = owed_.front();
+      if (e.kind == K::execute) {
+        e.completed = 0;
+        apply_completed(e);
+        owed_.pop_front();
+      } else if (e.kind == K::query) {
+        apply_completed(e);
+      } else {
+        ++stats_.desync;
+        ev.desync = true;
+      }
+      return ev;
+    }
+    case 'E': {
+      error_since_ready_ = true;
+      copy_in_ = copy_out_ = false;
+      if (owed_.empty()) return ev;   // a FATAL, or an error outside any cycle: it answers nothing owed
+      OwedReply& e = owed_.front();
+      ev.refusal_error = e.refusal;
+      if (e.kind == K::query || e.kind == K::function_call) {
+        e.failed = true;
+        return ev;
+      }
+      skip_to_sync();
+      return ev;
+    }
+    case 'Z': {
+      char status = r.byte();
+      if (!r.ok() || (status != 'I' && status != 'T' && status != 'E')) return malformed("ReadyForQuery with an invalid status");
+      copy_in_ = copy_out_ = false;
+      // It answers the oldest Sync, Query or FunctionCall; anything owed before it went unanswered.
+      while (!owed_.empty() && owed_.front().kind != K::sync && owed_.front().kind != K::query &&
+             owed_.front().kind != K::function_call) {
+        ++stats_.desync;
+        ev.desync = true;
+        owed_.pop_front();
+      }
+      if (!owed_.empty()) owed_.pop_front();
+      char before = txn_status_;
+      txn_status_ = status;
+      ev.ready = true;
+      ev.status = status;
+      if (status == 'I') {
+        // Back to idle ends a transaction: an explicit one by its COMMIT/ROLLBACK tag, an implicit
+        // one (a multi-statement Query, an extended-protocol segment) by committing unless it failed.
+        ev.transaction_ended = true;
+        ev.committed = before != 'I' ? (txn_tag_seen_ && txn_tag_commit_) : !error_since_ready_;
+        search_path_.end_transaction(ev.committed);
+      }
+      txn_tag_seen_ = txn_tag_commit_ = false;
+      error_since_ready_ = false;
+      return ev;
+    }
+    default:
+      account_reply(type, ev);
+      return ev;
+  }
+}
+
+}  // namespace predrop::proxy

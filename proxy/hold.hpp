@@ -1,0 +1,102 @@
+// The hold: a destructive statement waits, whole in the client's buffer, until every target's
+// snapshot is written, the capture fails, hold_timeout_ms passes, the client cancels it or leaves.
+// One hold at a time per session; it owns its timer, its policy snapshot and its ending.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/capture.hpp"
+#include "parser/parser.hpp"
+#include "policy/policy.hpp"
+
+namespace predrop::proxy {
+
+class Session;
+
+// How a hold ended. released and failed_open relay the held message as it is; refused and
+// cancelled send a stand-in that makes the server raise the error in its place; client_left
+// relays nothing and closes.
+enum class HoldEnding : uint8_t { released, failed_open, refused, cancelled, client_left };
+const char* to_string(HoldEnding e);
+
+// The hold's transitions without timers or sockets. Every hold ends exactly once; an answer
+// that arrives for an earlier hold (a capture result after a timeout) changes nothing.
+class HoldMachine {
+ public:
+  enum class Event : uint8_t { nothing_to_wait, capture_ok, capture_failed, timeout, cancel, client_gone };
+  // Starts a hold and returns its id. A hold must have ended before the next begins.
+  uint64_t begin(bool fail_closed);
+  // The ending `event` causes for hold `id`, or nothing: no hold, or not this one.
+  // cancel and client_gone apply to whatever hold is active.
+  std::optional<HoldEnding> on(Event event, uint64_t id);
+  bool active() const { return active_; }
+  uint64_t id() const { return id_; }
+  bool fail_closed() const { return fail_closed_; }
+
+ private:
+  uint64_t id_ = 0;
+  bool active_ = false;
+  bool fail_closed_ = false;
+};
+
+// What a hold needs to know about the statement and the session it runs in.
+struct HoldInput {
+  char type = 0;                     // 'Q' or 'E'
+  uint64_t held_bytes = 0;           // the whole message, header included
+  std::shared_ptr<const parser::Facts> facts;
+  capture::StatementContext context;
+  parser::SearchPathTracker search_path;   // as the server will have it when the statement runs
+  char transaction_status = 'I';
+  std::string user;
+};
+
+// One capture target with the policy decision that covers it.
+struct HoldPlan {
+  capture::SnapshotRequest request;
+  std::vector<std::pair<std::string, std::string>> skipped;   // schema, table: a rule says skip
+  bool fail_closed = false;
+};
+// Which targets to capture and whether a failure refuses the statement: policy applied to facts.
+HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in);
+
+class Hold {
+ public:
+  explicit Hold(Session& session) : session_(session) {}
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+
+  bool active() const { return machine_.active(); }
+  char type() const { return type_; }
+  uint64_t held_bytes() const { return held_bytes_; }
+  const capture::StatementContext* context() const { return context_.get(); }
+
+  // Starts holding the message; it ends later through Session::end_hold, never from inside begin.
+  void begin(HoldInput in);
+  void cancel();        // a CancelRequest carried this session's key
+  void client_gone();   // Terminate, close_notify or end of stream from the client
+  void stop();          // the session closes: timers off, no ending
+
+ private:
+  void on_capture_done(uint64_t id, capture::SnapshotResult result);
+  void on_timeout(uint64_t id);
+  void end(HoldEnding ending, std::string sqlstate = {}, std::string message = {});
+
+  Session& session_;
+  HoldMachine machine_;
+  std::shared_ptr<const policy::Config> cfg_;   // the policy in force when this hold began
+  char type_ = 0;
+  uint64_t held_bytes_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  std::string statement_kind_;
+  // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
+  std::unique_ptr<capture::StatementContext> context_;
+  std::unique_ptr<boost::asio::steady_timer> timer_;
+};
+
+}  // namespace predrop::proxy
