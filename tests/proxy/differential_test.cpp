@@ -1,6 +1,12 @@
 // Differential tests: the same byte sequences played to PostgreSQL directly and through predrop.
 // The server's replies must be byte-identical after normalising what legitimately differs
 // between two connections (BackendKeyData, the notifying backend's pid).
+//
+// PTEST_DIFFERENTIAL_HELD=1 (ctest's proxy.held.* run of the same tests): predrop has capture and a
+// store, so every DROP of a scenario is really held while its snapshot is taken, and the replies must
+// still be the server's own. After each test the ledger must show the holds (and none for scenarios
+// without a destructive statement), so this run cannot quietly degrade into the plain one.
+#include <cstdlib>
 #include <thread>
 
 #include "proxy_test_util.hpp"
@@ -8,15 +14,73 @@
 namespace ptest {
 namespace {
 
+bool held_run() {
+  const char* v = std::getenv("PTEST_DIFFERENTIAL_HELD");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
 class Differential : public ::testing::Test {
  protected:
-  void SetUp() override { PTEST_START(proxy_); }
+  void SetUp() override {
+    if (!held_run()) {
+      PTEST_START(proxy_);
+      return;
+    }
+    PTEST_REQUIRE_ENV();
+    ASSERT_TRUE(store_.create(per_process("ptest_diff_store"))) << store_.error();
+    PTEST_START(proxy_, PredropOptions::with_capture_and_store(store_));
+  }
   void TearDown() override {
     if (proxy_.pid() > 0) {
       PTEST_EXPECT_ALIVE(proxy_);
     }
+    if (held_run() && !store_.name().empty() && !HasFatalFailure()) expect_ledger();
   }
+
+  // A scenario with destructive statements: in the held run the ledger must have at least `rows` rows
+  // (one per statement and table), `written` of them snapshots of committed tables.
+  void expect_holds(int rows, int written) {
+    min_rows_ = rows;
+    min_written_ = written;
+  }
+
   PredropProcess proxy_;
+  StoreDatabase store_;
+
+ private:
+  void expect_ledger() {
+    const std::string counts =
+        "SELECT count(*), count(*) FILTER (WHERE outcome = 'written'), count(*) FILTER (WHERE hold_ms > 0) "
+        "FROM predrop.drop_events";
+    long rows = -1, written = -1, timed = -1;
+    // The ledger row is written while the statement is held; the wait covers a write still in flight.
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      auto r = store_.query(counts);
+      ASSERT_FALSE(r.error) << "reading the ledger: " << r.error->message;
+      ASSERT_EQ(r.rows.size(), 1u);
+      rows = std::stol(r.rows[0][0].value_or("-1"));
+      written = std::stol(r.rows[0][1].value_or("-1"));
+      timed = std::stol(r.rows[0][2].value_or("-1"));
+      if (min_rows_ == 0 || (rows >= min_rows_ && written >= min_written_)) break;
+      std::this_thread::sleep_for(100ms);
+    }
+    std::string ledger;
+    for (const auto& row :
+         store_.query("SELECT concat_ws(' ', outcome, schema_name || '.' || table_name, statement_kind, 'hold_ms=' || hold_ms, error) "
+                      "FROM predrop.drop_events ORDER BY occurred_at").rows)
+      ledger += "\n  " + row[0].value_or("NULL");
+    if (min_rows_ == 0) {
+      EXPECT_EQ(rows, 0) << "no destructive statement in this scenario, yet the ledger has:" << ledger;
+      return;
+    }
+    EXPECT_GE(rows, min_rows_) << "the scenario's DROPs were not all held (ledger of " << store_.name() << "):" << ledger
+                               << "\npredrop log:\n" << proxy_.log();
+    EXPECT_GE(written, min_written_) << "no snapshot of the committed tables dropped:" << ledger;
+    EXPECT_EQ(timed, rows) << "every ledger row records how long its statement was held:" << ledger;
+  }
+
+  int min_rows_ = 0;
+  int min_written_ = 0;
 };
 
 // Opens a session on `port` and records the startup replies.
@@ -38,6 +102,10 @@ void finish(RawConn& c, Transcript& t) {
 
 TEST_F(Differential, SimpleQueries) {
   const std::string table = per_process("ptest_simple");
+  const std::string kept = per_process("ptest_simple_kept");
+  // Held run: the DROP of a table created in the same implicit transaction (ledger table_missing,
+  // predrop's connection cannot see it), the DROP IF EXISTS of a missing one, and a committed table's.
+  expect_holds(2, 1);
   expect_same_through_predrop(proxy_, [&](uint16_t port) {
     Transcript t;
     RawConn c = open_session(port, t);
@@ -57,6 +125,9 @@ TEST_F(Differential, SimpleQueries) {
     // (No columns of temp tables in results: their RowDescription carries the per-run table OID.)
     step(c, t, "txn", msg::query("BEGIN; CREATE TEMP TABLE tt(x int); INSERT INTO tt VALUES (1),(2); SELECT x * 1 AS x FROM tt ORDER BY 1; COMMIT"), 'Z');
     step(c, t, "show", msg::query("SHOW server_version; SHOW client_encoding; SET application_name = 'renamed'"), 'Z');
+    step(c, t, "create committed", msg::query("CREATE TABLE " + kept + " (a int, b text); INSERT INTO " + kept + " VALUES (1, 'one')"),
+         'Z');
+    step(c, t, "drop committed", msg::query("DROP TABLE " + kept), 'Z');
     finish(c, t);
     return t;
   });
@@ -64,6 +135,9 @@ TEST_F(Differential, SimpleQueries) {
 
 TEST_F(Differential, ExtendedProtocol) {
   const std::string table = per_process("ptest_ext");
+  const std::string kept = per_process("ptest_ext_kept");
+  // Held run: the DROP in the pipeline that created the table (table_missing) and a committed table's.
+  expect_holds(2, 1);
   expect_same_through_predrop(proxy_, [&](uint16_t port) {
     Transcript t;
     RawConn c = open_session(port, t);
@@ -84,6 +158,10 @@ TEST_F(Differential, ExtendedProtocol) {
          'Z');
     step(c, t, "error in parse", msg::parse("", "SELEC 1") + msg::bind("", "") + msg::execute("") + msg::sync(), 'Z');
     step(c, t, "after error", msg::parse("", "SELECT 'ok'") + msg::bind("", "") + msg::execute("") + msg::sync(), 'Z');
+    step(c, t, "create committed (extended)",
+         msg::parse("", "CREATE TABLE " + kept + " (a int)") + msg::bind("", "") + msg::execute("") + msg::sync(), 'Z');
+    step(c, t, "drop committed (extended)",
+         msg::parse("dk", "DROP TABLE " + kept) + msg::bind("", "dk") + msg::execute("") + msg::sync(), 'Z');
     finish(c, t);
     return t;
   });

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -50,6 +51,67 @@ std::string unique_suffix() {
 }  // namespace
 
 uint16_t free_port() { return bound_port(false); }
+
+std::string StoreDatabase::capture_conninfo() const {
+  const Env& e = env();
+  return "host=" + e.pghost + " port=" + std::to_string(e.pgport) + " user=" + e.pguser;
+}
+
+std::string StoreDatabase::conninfo() const { return capture_conninfo() + " dbname=" + name_; }
+
+RawConn::QueryResult StoreDatabase::query(const std::string& sql) const {
+  RawConn c = RawConn::to(env().pgport, env().pghost);
+  auto r = c.startup({{"user", env().pguser}, {"database", name_}, {"application_name", "ptest-store"}});
+  if (!r.ok) {
+    RawConn::QueryResult failed;
+    failed.error = ErrorInfo{"ERROR", "", "store " + name_ + ": " + (r.error ? r.error->message : c.last_error())};
+    return failed;
+  }
+  return c.simple_query(sql);
+}
+
+bool StoreDatabase::create(const std::string& name) {
+  if (auto p = env_problem(); !p.empty()) {
+    error_ = p;
+    return false;
+  }
+  try {
+    RawConn admin = direct_admin("ptest-store-admin");
+    // Two queries: neither statement runs inside the implicit transaction of a multi-statement one.
+    for (const std::string& sql : {"DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", "CREATE DATABASE " + name}) {
+      auto r = admin.simple_query(sql);
+      if (r.error || !r.complete) {
+        error_ = sql + ": " + (r.error ? r.error->message : std::string("no reply"));
+        return false;
+      }
+    }
+  } catch (const std::exception& ex) {
+    error_ = ex.what();
+    return false;
+  }
+  name_ = name;
+  // Migrated before predrop starts (which then runs with --no-migrate), so no DROP meets a store still
+  // being migrated in the background and the run fails here, clearly, when migration does.
+  std::string log = env().workdir + "/ptest-migrate." + name + ".log";
+  std::string cmd = "'" + env().predrop_bin + "' migrate --store '" + conninfo() + "' >'" + log + "' 2>&1";
+  if (int rc = std::system(cmd.c_str()); rc != 0) {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    error_ = "predrop migrate --store '" + conninfo() + "' exited " + std::to_string(rc) + ":\n" + ss.str();
+    return false;
+  }
+  return true;
+}
+
+StoreDatabase::~StoreDatabase() {
+  if (name_.empty()) return;
+  try {
+    direct_admin("ptest-store-admin").simple_query("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  } catch (const std::exception&) {
+    // The cluster is a throwaway one; a leftover database does not change another test.
+  }
+}
 uint16_t closed_port() { return bound_port(false); }
 
 PredropProcess::~PredropProcess() {

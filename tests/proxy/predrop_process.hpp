@@ -14,6 +14,30 @@
 
 namespace ptest {
 
+// A store database of its own on the test cluster, created and migrated (`predrop migrate`) by
+// create(), dropped by the destructor. with_capture_and_store() starts predrop with it and capture
+// connections as the test user, so every destructive statement is really held while its snapshot
+// is taken, and recorded in the ledger (predrop.drop_events).
+class StoreDatabase {
+ public:
+  StoreDatabase() = default;
+  ~StoreDatabase();
+  StoreDatabase(const StoreDatabase&) = delete;
+  StoreDatabase& operator=(const StoreDatabase&) = delete;
+
+  bool create(const std::string& name);   // false, with error(), when it could not be created or migrated
+  const std::string& error() const { return error_; }
+  const std::string& name() const { return name_; }
+  std::string conninfo() const;           // libpq conninfo of the store
+  std::string capture_conninfo() const;   // libpq conninfo for capture (no dbname)
+  // A simple query on the store, as RawConn::simple_query (a failed connection is an error).
+  RawConn::QueryResult query(const std::string& sql) const;
+
+ private:
+  std::string name_;
+  std::string error_;
+};
+
 // A free loopback TCP port (bound and released; small race with other binders).
 uint16_t free_port();
 // A loopback port nothing listens on (bound without listen(), then released).
@@ -33,6 +57,11 @@ struct PredropOptions {
   static PredropOptions with_upstream(std::string hostport) {
     PredropOptions o;
     o.upstream = std::move(hostport);
+    return o;
+  }
+  static PredropOptions with_capture_and_store(const StoreDatabase& store) {
+    PredropOptions o;
+    o.extra_args = {"--capture", store.capture_conninfo(), "--store", store.conninfo(), "--no-migrate"};
     return o;
   }
 };
