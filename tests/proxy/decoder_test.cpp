@@ -21,7 +21,8 @@ struct DecoderFixture : ::testing::Test {
 
 // ---- tables and framing -------------------------------------------------------------------
 
-const std::set<char> kFrontendInspected{'Q', 'P', 'B', 'E', 'C'};
+const std::set<char> kFrontendInspected{'Q', 'E', 'C'};
+const std::set<char> kFrontendNames{'P', 'B'};   // judged on their first max_inspect_bytes when longer
 const std::set<char> kFrontendHeader{'D', 'S', 'H', 'F', 'X', 'd', 'c', 'f', 'p'};
 const std::set<char> kBackendWhole{'R', 'K', 'Z', 'C', 'E', '1', '2'};
 const std::set<char> kBackendHeader{'S', 'N', 'A', '3', 't', 'T', 'n', 'D', 'I', 's', 'V', 'G', 'H', 'W', 'd', 'c', 'v'};
@@ -32,8 +33,9 @@ TEST(DecoderTables, EveryMessageTypeOfBothDirections) {
     const MessageSpec& f = frontend_table()[c];
     const MessageSpec& b = backend_table()[c];
     if (kFrontendInspected.count(t)) EXPECT_EQ(f.need, Need::inspected) << t;
+    else if (kFrontendNames.count(t)) EXPECT_EQ(f.need, Need::names) << t;
     else EXPECT_EQ(f.need, Need::header) << t;
-    EXPECT_EQ(f.name != nullptr, kFrontendInspected.count(t) + kFrontendHeader.count(t) > 0) << t;
+    EXPECT_EQ(f.name != nullptr, kFrontendInspected.count(t) + kFrontendNames.count(t) + kFrontendHeader.count(t) > 0) << t;
     if (kBackendWhole.count(t)) EXPECT_EQ(b.need, Need::whole) << t;
     else EXPECT_EQ(b.need, Need::header) << t;
     EXPECT_EQ(b.name != nullptr, kBackendWhole.count(t) + kBackendHeader.count(t) > 0) << t;
@@ -82,10 +84,17 @@ TEST(DecoderFrame, LengthEdgesForEveryTypeOfBothTables) {
       EXPECT_FALSE(f.over_inspect_limit);
       // Exactly max_message_bytes: accepted; longer than max_inspect_bytes, so inspected ones stream.
       std::string longest = with_length(t, 4096, 4092);
-      for (size_t avail : {size_t{5}, longest.size() - 1, longest.size()}) {
+      for (size_t avail : {size_t{5}, size_t{2047}, size_t{2048}, longest.size() - 1, longest.size()}) {
         f = frame_message(table, longest.data(), avail, lim);
         EXPECT_EQ(f.total, 4097u);
-        if (need == Need::whole) {   // the backend reads these whole up to 64 KiB, whatever the limits say
+        if (f.kind == Frame::Kind::judge) {
+          EXPECT_EQ(f.prefix, need == Need::names);
+        }
+        if (need == Need::names) {   // its first max_inspect_bytes are judged, where the names are
+          EXPECT_EQ(f.kind, avail >= 2048 ? Frame::Kind::judge : Frame::Kind::incomplete) << avail;
+          EXPECT_EQ(f.need, 2048u);
+          EXPECT_TRUE(f.over_inspect_limit);
+        } else if (need == Need::whole) {   // the backend reads these whole up to 64 KiB, whatever the limits say
           EXPECT_EQ(f.kind, avail == longest.size() ? Frame::Kind::judge : Frame::Kind::incomplete);
           EXPECT_EQ(f.need, 4097u);
         } else {
@@ -119,6 +128,39 @@ TEST(DecoderFrame, InspectedMessageAtTheInspectLimitAndOneByteOver) {
       EXPECT_EQ(f.total, 1025u);
     }
   }
+}
+
+TEST(DecoderFrame, NamesMessageAtTheInspectLimitIsWholeAndLongerIsJudgedOnItsPrefix) {
+  FrameLimits lim{.max_message_bytes = 1u << 20, .max_inspect_bytes = 1024};
+  for (char t : kFrontendNames) {
+    SCOPED_TRACE(t);
+    std::string at = with_length(t, 1023, 1019);
+    Frame f = frame_message(frontend_table(), at.data(), at.size(), lim);
+    EXPECT_EQ(f.kind, Frame::Kind::judge);
+    EXPECT_FALSE(f.prefix);
+    EXPECT_EQ(f.need, 1024u);
+    std::string over = with_length(t, 1024, 1020);
+    f = frame_message(frontend_table(), over.data(), 1023, lim);
+    EXPECT_EQ(f.kind, Frame::Kind::incomplete);
+    EXPECT_EQ(f.need, 1024u);
+    f = frame_message(frontend_table(), over.data(), over.size(), lim);
+    EXPECT_EQ(f.kind, Frame::Kind::judge);
+    EXPECT_TRUE(f.prefix);
+    EXPECT_TRUE(f.over_inspect_limit);
+    EXPECT_EQ(f.need, 1024u);
+    EXPECT_EQ(f.total, 1025u);
+  }
+}
+
+TEST_F(DecoderFixture, BindWithNamesBeyondTheInspectLimitIsUninspected) {
+  FrameLimits lim{.max_message_bytes = 1u << 20, .max_inspect_bytes = 1024};
+  front(d, parse("", "DROP TABLE victim"), lim);
+  FrontendEvent ev = front(d, bind_msg(std::string(2000, 'p'), ""), lim);
+  EXPECT_TRUE(ev.uninspected);
+  EXPECT_NE(ev.kind, FrontendEvent::Kind::malformed);   // a prefix without the NUL is not a protocol error
+  EXPECT_EQ(d.stats().malformed, 0u);
+  EXPECT_EQ(d.stats().uninspected, 1u);
+  EXPECT_EQ(d.owed().size(), 2u);
 }
 
 TEST(DecoderFrame, BackendWholeMessagesUpTo64KiB) {

@@ -80,19 +80,22 @@ void Replayer::run(Pipe& p, bool backend) {
         break;
       }
       case Frame::Kind::judge: {
-        EXPECT_EQ(f.need, f.total);
-        EXPECT_LE(f.total, avail);
-        std::string_view whole(m, f.total);
+        // Whole, or (a Bind longer than the inspection limit) its first `need` bytes, the rest streamed.
+        EXPECT_EQ(f.need == f.total, !f.prefix);
+        EXPECT_LE(f.need, avail);
+        std::string_view whole(m, f.need);
         if (backend) {
           BackendEvent ev = d_.on_backend(whole);
           line += " judge k" + std::to_string(static_cast<int>(ev.kind)) + (ev.desync ? " desync" : "") +
                   (ev.ready ? std::string(" ready ") + ev.status + (ev.transaction_ended ? (ev.committed ? " commit" : " rollback") : "") : "") +
                   (ev.refusal_error ? " refusal" : "") + (ev.sasl_offer ? " sasl" : "") + (ev.backend_key ? " key" : "") + " " + ev.error;
         } else {
-          FrontendEvent ev = d_.on_frontend(whole);
-          line += " judge k" + std::to_string(static_cast<int>(ev.kind)) + " " + facts_print(ev.facts) + " " + ev.error;
+          FrontendEvent ev = d_.on_frontend(whole, f.total);
+          line += " judge k" + std::to_string(static_cast<int>(ev.kind)) + (f.prefix ? " prefix" : "") +
+                  (ev.uninspected ? " uninspected" : "") + " " + facts_print(ev.facts) + " " + ev.error;
         }
-        p.scan += f.total;
+        p.scan += f.need;
+        p.pass_remaining = f.total - f.need;
         break;
       }
     }

@@ -64,12 +64,13 @@ inline std::string empty_query() { return msg('I', ""); }
 inline std::string portal_suspended() { return msg('s', ""); }
 inline std::string function_result() { return msg('V', be32(1) + "x"); }
 
-// One whole message through frame_message and the decoder, as the relay passes it.
+// One whole message through frame_message and the decoder, as the relay passes it: a judged one
+// whole, or its first `need` bytes when the frame judges a prefix.
 inline FrontendEvent front(Decoder& d, const std::string& m, const FrameLimits& limits = {}) {
   Frame f = frame_message(frontend_table(), m.data(), m.size(), limits);
   EXPECT_TRUE(f.kind == Frame::Kind::judge || f.kind == Frame::Kind::stream) << "type " << m[0];
   EXPECT_EQ(f.total, m.size());
-  if (f.kind == Frame::Kind::judge) return d.on_frontend(m);
+  if (f.kind == Frame::Kind::judge) return d.on_frontend(std::string_view(m.data(), f.need), f.total);
   d.on_frontend_streamed(f.type, f.total, f.over_inspect_limit);
   FrontendEvent ev;
   ev.type = f.type;

@@ -1,0 +1,137 @@
+// The protocol decoder fed random bytes as an interleaving of a frontend and a backend stream,
+// framed the way the relay frames them. Input: a sequence of records, each a control byte (bit 0:
+// backend; bit 1: refuse the statement this chunk's messages end with; bits 2-7: chunk length - 1)
+// and that many bytes. Invariants, trapped: a frame never claims more bytes than it was given, a
+// judged message is handed over whole, the owed queue holds no more than what the client sent
+// (plus the two entries each refusal adds), and the stats add up.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "parser/parser.hpp"
+#include "proxy/decoder.hpp"
+#include "proxy/wire.hpp"
+
+namespace {
+
+using namespace predrop::proxy;
+
+void check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+struct Pipe {
+  std::string buf;
+  size_t scan = 0;
+  uint64_t pass_remaining = 0;
+  bool lost = false;
+  uint64_t messages = 0;
+};
+
+struct Run {
+  Decoder& d;
+  FrameLimits limits;
+  Pipe front, back;
+  uint64_t refusals = 0;
+  bool last_was_statement = false;
+
+  void feed(bool backend, std::string_view bytes, bool refuse) {
+    Pipe& p = backend ? back : front;
+    if (p.lost) return;
+    p.buf.append(bytes);
+    while (true) {
+      if (p.pass_remaining > 0) {
+        uint64_t n = std::min<uint64_t>(p.pass_remaining, p.buf.size() - p.scan);
+        p.scan += n;
+        p.pass_remaining -= n;
+        if (p.pass_remaining > 0) break;
+      }
+      size_t avail = p.buf.size() - p.scan;
+      const char* m = p.buf.data() + p.scan;
+      Frame f = frame_message(backend ? backend_table() : frontend_table(), m, avail, limits);
+      if (f.kind == Frame::Kind::incomplete) {
+        check(f.need > avail);
+        break;
+      }
+      if (f.kind == Frame::Kind::bad_length) {
+        check(avail >= wire::kHeaderLen);
+        check(f.length < 4 || f.length > limits.max_message_bytes);
+        p.lost = true;
+        break;
+      }
+      check(avail >= wire::kHeaderLen);
+      check(f.type == m[0] && f.length == wire::read_u32(m + 1) && f.total == uint64_t{f.length} + 1);
+      check(f.length >= 4 && f.length <= limits.max_message_bytes);
+      ++p.messages;
+      if (f.kind == Frame::Kind::stream) {
+        check(f.need == wire::kHeaderLen);
+        if (f.over_inspect_limit) check(!backend && f.total > limits.max_inspect_bytes);
+        if (backend) d.on_backend_streamed(f.type, f.total);
+        else d.on_frontend_streamed(f.type, f.total, f.over_inspect_limit);
+        uint64_t n = std::min<uint64_t>(f.total, avail);
+        p.scan += n;
+        p.pass_remaining = f.total - n;
+        if (!backend) last_was_statement = false;
+      } else {
+        check(f.kind == Frame::Kind::judge);
+        // Whole, or a prefix of a names message longer than the limit; never beyond what is buffered.
+        check(f.need <= avail && f.need <= f.total);
+        check(f.prefix ? (f.need < f.total && f.need == limits.max_inspect_bytes && !backend &&
+                          frontend_table()[static_cast<unsigned char>(f.type)].need == Need::names)
+                       : f.need == f.total);
+        std::string whole(m, f.need);   // a copy the size of what is judged: ASan sees any overread
+        if (backend) {
+          BackendEvent ev = d.on_backend(whole);
+          if (ev.kind == BackendEvent::Kind::malformed) check(!ev.error.empty());
+        } else {
+          FrontendEvent ev = d.on_frontend(whole, f.total);
+          check(ev.kind != FrontendEvent::Kind::statement || (ev.facts && (f.type == 'Q' || f.type == 'E')));
+          last_was_statement = ev.kind == FrontendEvent::Kind::statement;
+        }
+        p.scan += f.need;
+        p.pass_remaining = f.total - f.need;
+      }
+      check(d.owed().size() <= front.messages + 2 * refusals);
+      check(d.owed().capacity_in_use() >= d.owed().size());
+    }
+    if (!backend && refuse && last_was_statement && d.replies_owed()) {
+      d.replace_last_with_refusal();
+      ++refusals;
+      last_was_statement = false;
+      check(d.owed().size() <= front.messages + 2 * refusals);
+    }
+    if (p.scan > 4096) {
+      p.buf.erase(0, p.scan);
+      p.scan = 0;
+    }
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static predrop::parser::Classifier classifier(256);
+  Decoder d(classifier, {"$user", "public"});
+  // Small limits, so that streaming past them is reached with small inputs.
+  Run run{d, FrameLimits{.max_message_bytes = 1u << 16, .max_inspect_bytes = 96}, {}, {}};
+  size_t i = 0;
+  while (i < size) {
+    uint8_t ctl = data[i++];
+    size_t n = std::min<size_t>((ctl >> 2) + 1, size - i);
+    run.feed(ctl & 1, std::string_view(reinterpret_cast<const char*>(data + i), n), ctl & 2);
+    i += n;
+  }
+  const DecoderStats& s = d.stats();
+  check(s.frontend_messages == run.front.messages);
+  check(s.backend_messages == run.back.messages);
+  check(s.malformed <= s.frontend_messages + s.backend_messages);
+  check(s.uninspected <= s.frontend_messages);
+  // A ReadyForQuery counts one desync per entry it finds unanswered before its Sync, so desyncs are
+  // bounded by the entries ever owed, not by the server's messages.
+  check(s.desync <= s.backend_messages + s.frontend_messages + 2 * run.refusals);
+  // Everything the decoder reports stays readable.
+  (void)d.search_path_ahead().current();
+  (void)d.search_path().effective("u");
+  return 0;
+}
