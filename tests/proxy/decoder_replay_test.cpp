@@ -88,7 +88,8 @@ INSTANTIATE_TEST_SUITE_P(Sessions, RecordedSession,
                                            SessionCase{"probe_extended_set_local.bin", 20},
                                            SessionCase{"probe_long_error.bin", 20}, SessionCase{"probe_long_bind.bin", 20},
                                            SessionCase{"probe_long_portal_name.bin", 10}, SessionCase{"probe_reparse.bin", 20},
-                                           SessionCase{"probe_extended_copy_in.bin", 20}),
+                                           SessionCase{"probe_extended_copy_in.bin", 20},
+                                           SessionCase{"probe_failed_copy_in.bin", 20}),
                          [](const auto& info) {
                            std::string n = info.param.file;
                            n = n.substr(0, n.find('.'));
@@ -145,6 +146,14 @@ TEST(RecordedProbe, SyncSentDuringExtendedCopyInOwesNothing) {
   // P/B/E "COPY dectest_copy FROM STDIN", S, CopyData, CopyDone, S: the server ignores the Sync
   // that reaches it in copy-in mode and sends one ReadyForQuery, after CommandComplete "COPY 2".
   Replay r = replay(load_session(session_path("probe_extended_copy_in.bin")), 0, 0);
+  EXPECT_EQ(r.stats.desync, 0u);
+  EXPECT_EQ(r.owed_at_end, 0u);
+}
+
+TEST(RecordedProbe, CopyDataOfACopyThatNeverBeganOwesNothing) {
+  // P/B/E "COPY dectest_no_such_table FROM STDIN", S, CopyData, CopyDone, P/B/E "SELECT 1", S: the
+  // server answers 1 2 E(42P01) Z, ignores the CopyData and CopyDone, then 1 2 D C Z.
+  Replay r = replay(load_session(session_path("probe_failed_copy_in.bin")), 0, 0);
   EXPECT_EQ(r.stats.desync, 0u);
   EXPECT_EQ(r.owed_at_end, 0u);
 }

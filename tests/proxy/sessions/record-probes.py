@@ -135,6 +135,12 @@ def main():
         (parse("", "COPY dectest_copy FROM STDIN") + bind("", "") + execute("") + sync()
          + message(b"d", b"1\n2\n") + message(b"c") + sync(), 1),
         (query("SELECT count(*) FROM dectest_copy"), 1)])
+    # 7: the same with a COPY that fails before it begins (no such table): the server ignores the
+    # CopyData and CopyDone that arrive outside COPY mode and answers the next Parse as usual.
+    probe(port, db, "extended COPY IN of a missing table, data pipelined", [
+        (parse("", "COPY dectest_no_such_table FROM STDIN") + bind("", "") + execute("") + sync()
+         + message(b"d", b"1\n") + message(b"c") + parse("", "SELECT 1") + bind("", "") + execute("") + sync(), 2),
+        (query("SELECT 2"), 1)])
 
 
 if __name__ == "__main__":
