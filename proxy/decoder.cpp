@@ -15,8 +15,8 @@ constexpr MessageTable make_frontend_table() {
   MessageTable t{};
   auto set = [&t](char type, const char* name, Need need) { t[static_cast<unsigned char>(type)] = {name, need}; };
   set('Q', "Query", Need::inspected);
-  set('P', "Parse", Need::inspected);
-  set('B', "Bind", Need::inspected);
+  set('P', "Parse", Need::names);
+  set('B', "Bind", Need::names);
   set('E', "Execute", Need::inspected);
   set('C', "Close", Need::inspected);
   set('D', "Describe", Need::header);
@@ -89,7 +89,13 @@ Frame frame_message(const MessageTable& table, const char* data, size_t avail, c
   f.total = static_cast<uint64_t>(f.length) + 1;
   Need need = table[static_cast<unsigned char>(f.type)].need;
   uint64_t limit = &table == &kBackend ? kWholeBackendLimit : limits.max_inspect_bytes;
-  if (need == Need::header || (need != Need::header && f.total > limit)) {
+  if (need == Need::names && f.total > limit) {
+    f.over_inspect_limit = f.prefix = true;
+    f.need = limit;
+    f.kind = avail >= f.need ? Frame::Kind::judge : Frame::Kind::incomplete;
+    return f;
+  }
+  if (need == Need::header || f.total > limit) {
     f.over_inspect_limit = need == Need::inspected;
     f.kind = Frame::Kind::stream;
     f.need = wire::kHeaderLen;
@@ -167,8 +173,9 @@ FrontendEvent Decoder::statement_event(char type, std::shared_ptr<const parser::
   return ev;
 }
 
-FrontendEvent Decoder::on_frontend(std::string_view msg) {
+FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
   ++stats_.frontend_messages;
+  bool whole = msg.size() == total;
   char type = msg[0];
   MessageReader r(msg.data() + wire::kHeaderLen, msg.size() - wire::kHeaderLen);
   auto malformed = [&](std::string why) {
@@ -184,48 +191,77 @@ FrontendEvent Decoder::on_frontend(std::string_view msg) {
     case 'Q': {
       std::string_view sql = r.cstring();
       if (!r.ok()) return malformed("invalid Query message: the query string is not terminated");
-      // A simple Query replaces the unnamed statement and portal.
-      statements_.erase(std::string());
-      portals_.erase(std::string());
+      forget_unnamed();
       auto facts = classifier_.classify(sql);
-      owed_.push_back({K::query, false, false, false, 0, facts, {}});
+      owed_.push_back({K::query, false, false, false, 0, facts, {}, nullptr});
       return statement_event('Q', std::move(facts));
     }
     case 'P': {
+      FrontendEvent ev;
+      ev.type = 'P';
       std::string_view name = r.cstring();
+      bool name_read = r.ok();
       std::string_view sql = r.cstring();
-      if (!r.ok()) return malformed("invalid Parse message: the statement name or query string is not terminated");
-      auto facts = classifier_.classify(sql);
+      if (!r.ok() && whole) return malformed("invalid Parse message: the statement name or query string is not terminated");
+      std::shared_ptr<const parser::Facts> facts;
+      if (!name_read) {
+        // A name longer than the inspection limit: no name a client really sends.
+        ++stats_.uninspected;
+        ev.uninspected = true;
+        owed_.push_back({K::parse, false, false, false, 0, nullptr, {}, nullptr});
+        return ev;
+      }
+      if (r.ok()) {
+        facts = classifier_.classify(sql);
+      } else {
+        // The text runs past the inspection limit: the name is known, what it does is not.
+        ++stats_.uninspected;
+        ev.uninspected = true;
+      }
       std::string key = name_key(name);
-      OwedReply entry{K::parse, false, false, false, 0, nullptr, {}};
+      OwedReply entry{K::parse, false, false, false, 0, nullptr, {}, nullptr};
       auto it = statements_.find(key);
-      if (!key.empty() && it != statements_.end()) {
+      if (!key.empty() && it != statements_.end() && it->second && it->second->destroys()) {
         // The server refuses a Parse of a name it has (42P05) unless the name was deallocated by
         // SQL meanwhile (DEALLOCATE, DISCARD ALL), which predrop does not follow. Until its
-        // ParseComplete says which, keep what the old text destroys if the new one destroys less.
-        bool old_destroys = it->second && it->second->destroys();
-        bool new_destroys = facts && facts->destroys();
-        if (old_destroys && !new_destroys) {
-          entry.facts = std::move(facts);
-          entry.deferred_name = std::move(key);
-          owed_.push_back(std::move(entry));
-          return {};
+        // ParseComplete says which, the name means both texts (what either destroys is held).
+        entry.previous = it->second;
+        entry.facts = facts;
+        entry.deferred_name = key;
+        if (facts && facts->destroys()) {
+          auto both = std::make_shared<parser::Facts>(*facts);
+          both->statements.insert(both->statements.end(), entry.previous->statements.begin(), entry.previous->statements.end());
+          it->second = std::move(both);
         }
+        owed_.push_back(std::move(entry));
+        return ev;
       }
       statements_[std::move(key)] = std::move(facts);
       owed_.push_back(std::move(entry));
-      return {};
+      return ev;
     }
     case 'B': {
       std::string_view portal = r.cstring();
       std::string_view stmt = r.cstring();
+      if (!r.ok() && !whole) {
+        // Names longer than the inspection limit: not names a client really sends. The portal
+        // may not be judged; say so rather than guess.
+        ++stats_.uninspected;
+        owed_.push_back({K::bind, false, false, false, 0, nullptr, {}, nullptr});
+        FrontendEvent ev;
+        ev.type = 'B';
+        ev.uninspected = true;
+        return ev;
+      }
       if (!r.ok()) return malformed("invalid Bind message: the portal or statement name is not terminated");
       auto it = statements_.find(name_key(stmt));
       std::shared_ptr<const parser::Facts> facts = it != statements_.end() ? it->second : nullptr;
       if (facts) portals_[name_key(portal)] = std::move(facts);
       else portals_.erase(name_key(portal));
-      owed_.push_back({K::bind, false, false, false, 0, nullptr, {}});
-      return {};
+      owed_.push_back({K::bind, false, false, false, 0, nullptr, {}, nullptr});
+      FrontendEvent ev;
+      ev.type = 'B';
+      return ev;
     }
     case 'E': {
       std::string_view portal = r.cstring();
@@ -233,7 +269,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg) {
       if (!r.ok()) return malformed("invalid Execute message: the portal name is not terminated");
       auto it = portals_.find(name_key(portal));
       std::shared_ptr<const parser::Facts> facts = it != portals_.end() ? it->second : nullptr;
-      owed_.push_back({K::execute, false, false, false, 0, facts, {}});
+      owed_.push_back({K::execute, false, false, false, 0, facts, {}, nullptr});
       return statement_event('E', std::move(facts));
     }
     case 'C': {
@@ -243,29 +279,44 @@ FrontendEvent Decoder::on_frontend(std::string_view msg) {
         return malformed("invalid Close message: expected 'S' or 'P' and a terminated name");
       if (what == 'S') statements_.erase(name_key(name));
       else portals_.erase(name_key(name));
-      owed_.push_back({K::close, false, false, false, 0, nullptr, {}});
-      return {};
+      owed_.push_back({K::close, false, false, false, 0, nullptr, {}, nullptr});
+      FrontendEvent ev;
+      ev.type = 'C';
+      return ev;
     }
     default:
-      // Only messages the table marks inspected reach here; the rest are on_frontend_streamed.
+      // Only messages the table judges reach here; the rest are on_frontend_streamed.
       return {};
   }
+}
+
+void Decoder::forget_unnamed() {
+  // A simple Query replaces the unnamed statement and portal.
+  statements_.erase(std::string());
+  portals_.erase(std::string());
 }
 
 void Decoder::on_frontend_streamed(char type, uint64_t total, bool over_inspect_limit) {
   ++stats_.frontend_messages;
   using K = OwedReply::Kind;
   if (over_inspect_limit) ++stats_.uninspected;
+  auto owe = [this](K k) { owed_.push_back({k, false, false, false, 0, nullptr, {}, nullptr}); };
   switch (type) {
-    case 'Q': owed_.push_back({K::query, false, false, false, 0, nullptr, {}}); break;
-    case 'P': owed_.push_back({K::parse, false, false, false, 0, nullptr, {}}); break;
-    case 'B': owed_.push_back({K::bind, false, false, false, 0, nullptr, {}}); break;
-    case 'E': owed_.push_back({K::execute, false, false, false, 0, nullptr, {}}); break;
-    case 'C': owed_.push_back({K::close, false, false, false, 0, nullptr, {}}); break;
-    case 'D': owed_.push_back({K::describe, false, false, false, 0, nullptr, {}}); break;
-    case 'S': owed_.push_back({K::sync, false, false, false, 0, nullptr, {}}); break;
-    case 'F': owed_.push_back({K::function_call, false, false, false, 0, nullptr, {}}); break;
-    case 'c': case 'f': copy_in_ = false; break;
+    case 'Q': forget_unnamed(); owe(K::query); break;
+    case 'E': owe(K::execute); break;
+    case 'C': owe(K::close); break;
+    case 'D': owe(K::describe); break;
+    case 'F': owe(K::function_call); break;
+    case 'S':
+      // The server ignores a Sync received in COPY IN mode.
+      if (!ignoring_syncs_) owe(K::sync);
+      break;
+    case 'c':
+    case 'f':
+      copy_in_ = false;
+      if (ignoring_syncs_) ignoring_syncs_ = false;
+      else owe(K::copy_end);   // sent before the server's CopyInResponse arrived
+      break;
     default: break;
   }
 }
@@ -276,12 +327,12 @@ void Decoder::replace_last_with_refusal() {
   K kind = owed_.back().kind;
   owed_.pop_back();
   if (kind == K::query) {
-    owed_.push_back({K::query, true, true, false, 0, nullptr, {}});
+    owed_.push_back({K::query, true, true, false, 0, nullptr, {}, nullptr});
     return;
   }
-  owed_.push_back({K::parse, true, false, false, 0, nullptr, {}});
-  owed_.push_back({K::bind, true, false, false, 0, nullptr, {}});
-  owed_.push_back({K::execute, true, true, false, 0, nullptr, {}});
+  owed_.push_back({K::parse, true, false, false, 0, nullptr, {}, nullptr});
+  owed_.push_back({K::bind, true, false, false, 0, nullptr, {}, nullptr});
+  owed_.push_back({K::execute, true, true, false, 0, nullptr, {}, nullptr});
   // The stand-in took the unnamed statement and portal.
   statements_.erase(std::string());
   portals_.erase(std::string());
@@ -303,13 +354,20 @@ void Decoder::apply_statement(parser::SearchPathTracker& path, const parser::Sta
   }
 }
 
+// Whether the statements of an entry run inside a transaction block: an explicit one, the implicit
+// block of a multi-statement Query, or the implicit block of an extended-protocol segment, which
+// lasts to its Sync (so a SET LOCAL holds for the Executes after it, and an error rolls a SET back).
+bool Decoder::runs_in_block(const OwedReply& entry) const {
+  return txn_status_ != 'I' || entry.kind == OwedReply::Kind::execute || (entry.facts && entry.facts->statements.size() > 1);
+}
+
 void Decoder::apply_completed(OwedReply& entry) {
   size_t k = entry.completed++;
   if (!entry.facts || !entry.facts->touches_search_path()) return;
   const auto& sts = entry.facts->statements;
   if (k >= sts.size()) return;
   // Replay the block state of the statements before it: only search_path effects are applied.
-  bool in_block = txn_status_ != 'I' || sts.size() > 1;
+  bool in_block = runs_in_block(entry);
   parser::SearchPathTracker scratch = search_path_;
   for (size_t i = 0; i < k; ++i) {
     parser::Statement control;
@@ -328,9 +386,10 @@ parser::SearchPathTracker Decoder::search_path_ahead() const {
   size_t n = owed_.size();
   for (size_t i = 0; i + 1 < n; ++i) {
     const OwedReply& e = owed_.at(i);
+    if (e.kind != OwedReply::Kind::query && e.kind != OwedReply::Kind::execute) continue;   // a Parse runs nothing
     if (!e.facts || !e.facts->touches_search_path()) continue;
     const auto& sts = e.facts->statements;
-    bool in_block = txn_status_ != 'I' || sts.size() > 1;
+    bool in_block = runs_in_block(e);
     parser::SearchPathTracker scratch = path;
     for (size_t k = 0; k < sts.size(); ++k) apply_statement(k < e.completed ? scratch : path, sts[k], in_block, txn_status_);
   }
@@ -339,7 +398,39 @@ parser::SearchPathTracker Decoder::search_path_ahead() const {
 
 // After an error in the extended protocol the server discards every message up to the next Sync.
 void Decoder::skip_to_sync() {
-  while (!owed_.empty() && owed_.front().kind != OwedReply::Kind::sync) owed_.pop_front();
+  while (!owed_.empty() && owed_.front().kind != OwedReply::Kind::sync) {
+    OwedReply& e = owed_.front();
+    // A Parse that failed, or never ran: the name keeps what it meant before.
+    if (!e.deferred_name.empty()) statements_[e.deferred_name] = e.previous;
+    owed_.pop_front();
+  }
+}
+
+// CopyInResponse: the server now ignores every Sync (and Flush) until the client's CopyDone or
+// CopyFail. Syncs the client sent after the statement that began the COPY, before ending it, were
+// queued as owed: they are not.
+void Decoder::copy_in_began() {
+  copy_in_ = true;
+  using K = OwedReply::Kind;
+  if (owed_.empty()) return;
+  std::vector<OwedReply> kept;
+  size_t i = 1;
+  bool ended = false;
+  for (; i < owed_.size(); ++i) {
+    OwedReply& e = owed_.at(i);
+    if (e.kind == K::copy_end) {
+      ended = true;
+      ++i;
+      break;
+    }
+    if (e.kind != K::sync) kept.push_back(std::move(e));
+  }
+  for (; i < owed_.size(); ++i) kept.push_back(std::move(owed_.at(i)));
+  OwedReply head = std::move(owed_.front());
+  owed_.clear();
+  owed_.push_back(std::move(head));
+  for (auto& e : kept) owed_.push_back(std::move(e));
+  ignoring_syncs_ = !ended;
 }
 
 void Decoder::on_backend_streamed(char type, uint64_t total) {
@@ -361,7 +452,7 @@ void Decoder::account_reply(char type, BackendEvent& ev) {
         return;
       }
       OwedReply& e = owed_.front();
-      if (!e.deferred_name.empty()) statements_[e.deferred_name] = e.facts;
+      if (!e.deferred_name.empty()) statements_[e.deferred_name] = e.facts;   // the name was free after all
       if (e.injected) ev.kind = BackendEvent::Kind::swallow;
       owed_.pop_front();
       return;
@@ -380,11 +471,27 @@ void Decoder::account_reply(char type, BackendEvent& ev) {
       if (front_is(K::execute)) owed_.pop_front();
       else if (front_is(K::query)) ++owed_.front().completed;
       return;
-    case 'G': copy_in_ = true; return;
+    case 'G': copy_in_began(); return;
+    case 'E': account_error(ev); return;
     case 'H': copy_out_ = true; return;
     case 'c': copy_out_ = false; return;
     default: return;
   }
+}
+
+void Decoder::account_error(BackendEvent& ev) {
+  using K = OwedReply::Kind;
+  error_since_ready_ = true;
+  copy_in_ = copy_out_ = false;
+  ignoring_syncs_ = false;
+  if (owed_.empty()) return;   // a FATAL, or an error outside any cycle: it answers nothing owed
+  OwedReply& e = owed_.front();
+  ev.refusal_error = e.refusal;
+  if (e.kind == K::query || e.kind == K::function_call) {
+    e.failed = true;
+    return;
+  }
+  skip_to_sync();
 }
 
 BackendEvent Decoder::on_backend(std::string_view msg) {
@@ -437,19 +544,9 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
       }
       return ev;
     }
-    case 'E': {
-      error_since_ready_ = true;
-      copy_in_ = copy_out_ = false;
-      if (owed_.empty()) return ev;   // a FATAL, or an error outside any cycle: it answers nothing owed
-      OwedReply& e = owed_.front();
-      ev.refusal_error = e.refusal;
-      if (e.kind == K::query || e.kind == K::function_call) {
-        e.failed = true;
-        return ev;
-      }
-      skip_to_sync();
+    case 'E':
+      account_error(ev);
       return ev;
-    }
     case 'Z': {
       char status = r.byte();
       if (!r.ok() || (status != 'I' && status != 'T' && status != 'E')) return malformed("ReadyForQuery with an invalid status");
@@ -457,8 +554,11 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
       // It answers the oldest Sync, Query or FunctionCall; anything owed before it went unanswered.
       while (!owed_.empty() && owed_.front().kind != K::sync && owed_.front().kind != K::query &&
              owed_.front().kind != K::function_call) {
-        ++stats_.desync;
-        ev.desync = true;
+        // A CopyDone or CopyFail the server ignored (its COPY had failed first) owes nothing.
+        if (owed_.front().kind != K::copy_end) {
+          ++stats_.desync;
+          ev.desync = true;
+        }
         owed_.pop_front();
       }
       if (!owed_.empty()) owed_.pop_front();

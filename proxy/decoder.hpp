@@ -27,6 +27,8 @@ enum class Need : uint8_t {
   header,     // the 5-byte header: the body streams through unexamined (DataRow, CopyData, …)
   whole,      // the whole message, however long (small server messages predrop reads)
   inspected,  // the whole message up to limits.max_inspect_bytes; a longer one streams through, counted
+  names,      // as inspected, but a longer one is judged on its first max_inspect_bytes, where its names
+              // are (a Bind carrying large parameters), and the rest streams through
 };
 
 struct MessageSpec {
@@ -56,6 +58,7 @@ struct Frame {
   uint64_t total = 0;           // length + the type byte
   uint64_t need = 0;            // bytes that must be buffered before the relay may act
   bool over_inspect_limit = false;   // an inspected message too long to inspect: streamed, counted
+  bool prefix = false;               // judge: only the first `need` bytes are judged, the rest streams
 };
 Frame frame_message(const MessageTable& table, const char* data, size_t avail, const FrameLimits& limits);
 
@@ -81,7 +84,9 @@ class MessageReader {
 // The replies the server owes, oldest first. Each entry is one frontend message that the server
 // answers (or, for Sync, Query and FunctionCall, a ReadyForQuery it ends with).
 struct OwedReply {
-  enum class Kind : uint8_t { parse, bind, describe, execute, close, sync, query, function_call };
+  // copy_end marks where the client ended a COPY IN (CopyDone or CopyFail) before the server
+  // had said it began: the Syncs before it are ones the server ignores (see on_backend 'G').
+  enum class Kind : uint8_t { parse, bind, describe, execute, close, sync, query, function_call, copy_end };
   Kind kind;
   bool injected = false;     // predrop sent it: its reply is predrop's to swallow
   bool refusal = false;      // predrop's stand-in for a refused statement: its error reaches the client
@@ -89,6 +94,7 @@ struct OwedReply {
   uint16_t completed = 0;    // query: statements of its text the server has completed
   std::shared_ptr<const parser::Facts> facts;   // query / execute: applied as the server completes them
   std::string deferred_name;                    // parse: a statement name bound only at ParseComplete
+  std::shared_ptr<const parser::Facts> previous;   // parse, deferred: what the name meant before
 };
 
 // A queue with a moving head, compacted as it goes so that a long pipeline never grows it
@@ -117,13 +123,13 @@ struct FrontendEvent {
   enum class Kind : uint8_t {
     relay,        // nothing to decide
     statement,    // a Query or an Execute of a statement that may matter: `facts` says what it does
-    terminate,    // Terminate: the client is leaving
     malformed,    // a message predrop must read does not hold together: `error` says why
   };
   Kind kind = Kind::relay;
   char type = 0;
   std::shared_ptr<const parser::Facts> facts;
   std::string error;
+  bool uninspected = false;   // judged on a prefix, and what it says could not all be read there
 };
 
 // What one backend message means.
@@ -151,8 +157,9 @@ class Decoder {
  public:
   Decoder(parser::Classifier& classifier, std::vector<std::string> initial_search_path);
 
-  // A message the frame said to judge: `msg` is the whole message, header included.
-  FrontendEvent on_frontend(std::string_view msg);
+  // A message the frame said to judge: `msg` is the whole message, header included, or for a
+  // Need::names message longer than the inspection limit its first bytes (`total` says how many in all).
+  FrontendEvent on_frontend(std::string_view msg, uint64_t total);
   // A message the frame said to stream: only its type and length are known.
   void on_frontend_streamed(char type, uint64_t total, bool over_inspect_limit);
   BackendEvent on_backend(std::string_view msg);
@@ -181,9 +188,13 @@ class Decoder {
  private:
   FrontendEvent statement_event(char type, std::shared_ptr<const parser::Facts> facts);
   void apply_completed(OwedReply& entry);
+  bool runs_in_block(const OwedReply& entry) const;
   static void apply_statement(parser::SearchPathTracker& path, const parser::Statement& st, bool& in_block, char txn_status);
   void skip_to_sync();
   void account_reply(char type, BackendEvent& ev);
+  void account_error(BackendEvent& ev);
+  void forget_unnamed();
+  void copy_in_began();
 
   parser::Classifier& classifier_;
   parser::SearchPathTracker search_path_;
@@ -198,6 +209,7 @@ class Decoder {
   bool txn_tag_seen_ = false;
   bool error_since_ready_ = false;
   bool copy_in_ = false, copy_out_ = false;
+  bool ignoring_syncs_ = false;     // in a COPY IN: the client's Syncs until its CopyDone/CopyFail owe nothing
   DecoderStats stats_;
 };
 

@@ -150,7 +150,8 @@ void Session::pump(Pipe& p) {
     if (p.scan > p.begin) return start_write(p);
     if (r == ScanResult::held) return pump(p);
   }
-  if (!p.reading) start_read(p);
+  if (p.scan > p.begin) return start_write(p);   // a released message, judged before it was held
+  start_read(p);
 }
 
 // A client that leaves during a hold never has its statement relayed: a Terminate already read
@@ -424,10 +425,10 @@ Session::ScanResult Session::scan(Pipe& p) {
         if (p.backend) {
           decoder_->on_backend_streamed(f.type, f.total);
         } else {
-          if (f.over_inspect_limit && (f.type == 'Q' || f.type == 'P')) {
+          if (f.over_inspect_limit) {
             metrics().uninspected_large_statements.fetch_add(1);
-            spdlog::warn("session {}: a {}-byte statement is larger than limits.max_inspect_bytes and is relayed uninspected",
-                         client_addr_, f.total);
+            spdlog::warn("session {}: a {}-byte {} is larger than limits.max_inspect_bytes and is relayed uninspected",
+                         client_addr_, f.total, frontend_table()[static_cast<unsigned char>(f.type)].name);
           }
           decoder_->on_frontend_streamed(f.type, f.total, f.over_inspect_limit);
           if (f.type == 'X') client_terminated_ = true;
@@ -442,6 +443,20 @@ Session::ScanResult Session::scan(Pipe& p) {
         break;
     }
     counters_->add_message(p.backend);
+    if (f.prefix) {
+      // A Parse or Bind longer than limits.max_inspect_bytes: judged on its first bytes, where its
+      // names are; the rest (a Parse's text, a Bind's parameters) streams through.
+      FrontendEvent ev = decoder_->on_frontend(std::string_view(msg, static_cast<size_t>(f.need)), f.total);
+      if (ev.uninspected) {
+        metrics().uninspected_large_statements.fetch_add(1);
+        spdlog::warn("session {}: a {}-byte {} is larger than limits.max_inspect_bytes and is relayed uninspected",
+                     client_addr_, f.total, frontend_table()[static_cast<unsigned char>(f.type)].name);
+      }
+      size_t n = static_cast<size_t>(std::min<uint64_t>(f.total, avail));
+      p.scan += n;
+      p.pass_remaining = f.total - n;
+      continue;
+    }
     size_t total = static_cast<size_t>(f.total);
     Verdict v = p.backend ? judge_backend(p, msg, total) : judge_frontend(p, msg, total);
     if (closed_) return ScanResult::error;
@@ -460,7 +475,7 @@ Session::ScanResult Session::scan(Pipe& p) {
 }
 
 Session::Verdict Session::judge_frontend(Pipe& p, const char* msg, size_t total) {
-  FrontendEvent ev = decoder_->on_frontend(std::string_view(msg, total));
+  FrontendEvent ev = decoder_->on_frontend(std::string_view(msg, total), total);
   switch (ev.kind) {
     case FrontendEvent::Kind::malformed:
       metrics().protocol_errors.fetch_add(1);
@@ -512,13 +527,14 @@ void Session::fail_client_protocol(const std::string& why) {
   fatal_timer_->expires_after(std::chrono::seconds(2));
   fatal_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->fatal_.empty()) return;
-    self->maybe_send_fatal(true);
+    self->fatal_due_ = true;
+    self->maybe_send_fatal();
   });
   maybe_send_fatal();
 }
 
-void Session::maybe_send_fatal(bool now) {
-  if (fatal_.empty() || front_.writing || front_.scan != front_.begin || (!now && decoder_->replies_owed())) return;
+void Session::maybe_send_fatal() {
+  if (fatal_.empty() || front_.writing || front_.scan != front_.begin || (!fatal_due_ && decoder_->replies_owed())) return;
   back_.inject += fatal_;
   fatal_.clear();
   close_after_inject_ = true;

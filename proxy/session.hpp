@@ -104,7 +104,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_pipe_eof(Pipe& p, const boost::system::error_code& ec);
   void close_after_server_left();
   void fail_client_protocol(const std::string& why);
-  void maybe_send_fatal(bool now = false);
+  void maybe_send_fatal();
   void close(std::string_view why);
   void maybe_release_buffer(Pipe& p);
   bool client_left_behind_hold();
@@ -149,6 +149,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool strip_plus_ = false;
   bool registered_ = false;
   std::string fatal_;                 // an ErrorResponse waiting for the server's owed replies
+  bool fatal_due_ = false;            // waited long enough for them: send it at the next boundary
   bool close_after_inject_ = false;
   std::unique_ptr<asio::steady_timer> fatal_timer_;
 
