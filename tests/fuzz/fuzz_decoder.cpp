@@ -1,13 +1,15 @@
 // The protocol decoder fed random bytes as an interleaving of a frontend and a backend stream,
 // framed the way the relay frames them. Input: a sequence of records, each a control byte (bit 0:
-// backend; bit 1: refuse the statement this chunk's messages end with; bits 2-7: chunk length - 1)
-// and that many bytes. Invariants, trapped: a frame never claims more bytes than it was given, a
-// judged message is handed over whole, the owed queue holds no more than what the client sent
-// (plus the two entries each refusal adds), and the stats add up.
+// backend; bit 1: refuse every statement judged in this chunk; bits 2-7: chunk length - 1) and that
+// many bytes. Invariants, trapped: a frame never claims more bytes than it was given, a judged
+// message is handed over whole (or its judged prefix exactly), the owed queue holds no more than
+// what the client sent (plus the two entries each refusal adds), the stats add up, and feeding
+// every chunk byte by byte gives the same events as feeding it whole.
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "parser/parser.hpp"
 #include "proxy/decoder.hpp"
@@ -34,7 +36,7 @@ struct Run {
   FrameLimits limits;
   Pipe front, back;
   uint64_t refusals = 0;
-  bool last_was_statement = false;
+  std::string trace;   // one line per message: what the decoder made of it
 
   void feed(bool backend, std::string_view bytes, bool refuse) {
     Pipe& p = backend ? back : front;
@@ -72,7 +74,9 @@ struct Run {
         uint64_t n = std::min<uint64_t>(f.total, avail);
         p.scan += n;
         p.pass_remaining = f.total - n;
-        if (!backend) last_was_statement = false;
+        trace += backend ? "b" : "f";
+        trace += f.type;
+        trace += std::to_string(f.total);
       } else {
         check(f.kind == Frame::Kind::judge);
         // Whole, or a prefix of a names message longer than the limit; never beyond what is buffered.
@@ -84,22 +88,23 @@ struct Run {
         if (backend) {
           BackendEvent ev = d.on_backend(whole);
           if (ev.kind == BackendEvent::Kind::malformed) check(!ev.error.empty());
+          trace += "B" + std::to_string(static_cast<int>(ev.kind)) + (ev.desync ? "!" : "") + (ev.refusal_error ? "r" : "");
         } else {
           FrontendEvent ev = d.on_frontend(whole, f.total);
           check(ev.kind != FrontendEvent::Kind::statement || (ev.facts && (f.type == 'Q' || f.type == 'E')));
-          last_was_statement = ev.kind == FrontendEvent::Kind::statement;
+          trace += "F" + std::to_string(static_cast<int>(ev.kind)) + (ev.facts ? ev.facts->normalized : "");
+          if (refuse && ev.kind == FrontendEvent::Kind::statement) {
+            d.replace_last_with_refusal();
+            ++refusals;
+            trace += "R";
+          }
         }
         p.scan += f.need;
         p.pass_remaining = f.total - f.need;
       }
       check(d.owed().size() <= front.messages + 2 * refusals);
       check(d.owed().capacity_in_use() >= d.owed().size());
-    }
-    if (!backend && refuse && last_was_statement && d.replies_owed()) {
-      d.replace_last_with_refusal();
-      ++refusals;
-      last_was_statement = false;
-      check(d.owed().size() <= front.messages + 2 * refusals);
+      trace += " " + std::to_string(d.owed().size()) + "\n";
     }
     if (p.scan > 4096) {
       p.buf.erase(0, p.scan);
@@ -108,18 +113,28 @@ struct Run {
   }
 };
 
-}  // namespace
+struct Outcome {
+  std::string trace;
+  DecoderStats stats;
+  size_t owed = 0;
+  std::vector<std::string> path;
+};
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+// bytewise: every record's bytes fed one at a time, in the same order: the relay may read any split.
+Outcome run_once(const uint8_t* data, size_t size, bool bytewise) {
   static predrop::parser::Classifier classifier(256);
   Decoder d(classifier, {"$user", "public"});
   // Small limits, so that streaming past them is reached with small inputs.
-  Run run{d, FrameLimits{.max_message_bytes = 1u << 16, .max_inspect_bytes = 96}, {}, {}};
+  Run run{d, FrameLimits{.max_message_bytes = 1u << 16, .max_inspect_bytes = 96}, {}, {}, 0, {}};
   size_t i = 0;
   while (i < size) {
     uint8_t ctl = data[i++];
     size_t n = std::min<size_t>((ctl >> 2) + 1, size - i);
-    run.feed(ctl & 1, std::string_view(reinterpret_cast<const char*>(data + i), n), ctl & 2);
+    std::string_view bytes(reinterpret_cast<const char*>(data + i), n);
+    if (bytewise)
+      for (size_t k = 0; k < n; ++k) run.feed(ctl & 1, bytes.substr(k, 1), ctl & 2);
+    else
+      run.feed(ctl & 1, bytes, ctl & 2);
     i += n;
   }
   const DecoderStats& s = d.stats();
@@ -130,8 +145,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A ReadyForQuery counts one desync per entry it finds unanswered before its Sync, so desyncs are
   // bounded by the entries ever owed, not by the server's messages.
   check(s.desync <= s.backend_messages + s.frontend_messages + 2 * run.refusals);
-  // Everything the decoder reports stays readable.
-  (void)d.search_path_ahead().current();
   (void)d.search_path().effective("u");
+  return {std::move(run.trace), s, d.owed().size(), d.search_path_ahead().current()};
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Outcome chunks = run_once(data, size, false);
+  Outcome bytes = run_once(data, size, true);
+  // The same messages, the same events, whatever the reads were.
+  check(chunks.trace == bytes.trace);
+  check(chunks.owed == bytes.owed && chunks.path == bytes.path);
+  check(chunks.stats.desync == bytes.stats.desync && chunks.stats.malformed == bytes.stats.malformed &&
+        chunks.stats.uninspected == bytes.stats.uninspected && chunks.stats.frontend_messages == bytes.stats.frontend_messages);
   return 0;
 }
