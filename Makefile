@@ -1,20 +1,30 @@
 # The two commands of the README (make run, make test), plus build and bench.
+# `make build` and `make run` install and build what predrop needs to build and run, nothing of the
+# tests (scripts/install-deps.sh run, BUILD_TESTING=OFF); `make test` and `make bench` add the test
+# packages and build the test targets in the same build directory.
 BUILD_DIR ?= build
 JOBS ?= 2
 # ccache hits across checkouts in different folders (CI clones elsewhere).
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE := 5G
+# What build-tests installs: the test packages (bench overrides it below).
+DEPS = test
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test bench clean
+.PHONY: all build build-tests run test bench clean
 
 all: build
 
-deps:
-	@./scripts/install-deps.sh
+build:
+	@./scripts/install-deps.sh run
+	@$(CONFIGURE) -DBUILD_TESTING=OFF >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-build: deps
-	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Switching BUILD_TESTING only regenerates: objects and test binaries already built stay.
+build-tests:
+	@./scripts/install-deps.sh $(DEPS)
+	@$(CONFIGURE) -DBUILD_TESTING=ON >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
@@ -23,10 +33,11 @@ run: build
 # Every test: the normal build, the same tests again under ASan+UBSan, the concurrency tests under
 # TSan, and each fuzz target for 30 s. PREDROP_TEST_SANITIZERS=0 / PREDROP_TEST_TSAN=0 /
 # PREDROP_TEST_FUZZ=0 skip the last three locally.
-test: build
+test: build-tests
 	@./scripts/test.sh $(BUILD_DIR)
 
-bench: build
+bench: DEPS = bench
+bench: build-tests
 	@./scripts/bench.sh $(BUILD_DIR)
 
 clean:

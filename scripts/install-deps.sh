@@ -1,28 +1,57 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages predrop builds, runs and tests with. Only what is missing.
+# Installs the Debian 12 packages a command needs, only those that are missing.
+#   install-deps.sh run     `make build` / `make run`: PKGS
+#   install-deps.sh test    `make test`: PKGS and TEST_PKGS, and node/npm
+#   install-deps.sh bench   `make bench`: the same as test (it builds the test targets, e.g.
+#                           rename_quality, and runs pgbouncer, pgbench and the psycopg2 soak)
+# Debian's packaged cluster is not used: tests and `make run` start their own (scripts/pg-cluster.sh).
 set -euo pipefail
+what=${1:-test}
+
+# Building and running predrop: the toolchain, the libraries it links, and what scripts/run.sh and
+# scripts/pg-cluster.sh use for the throwaway cluster (PostgreSQL 15 server and client, openssl for
+# its certificate, python3 for a free port). deploy/Dockerfile's build stage installs a subset of this.
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libssl-dev libpq-dev libpg-query-dev libprotobuf-c-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
+  postgresql-15 postgresql-client-15 openssl python3
+)
+# Only the tests and the bench: gtest (tests/CMakeLists.txt), the real clients (psycopg2 with
+# SQLAlchemy and pandas, pgjdbc; node-postgres comes from npm), pgbouncer, clang for the fuzz phase,
+# promtool and PyYAML for the deployment checks, curl for /metrics, systemd-analyze for the unit,
+# Chromium for the HTML report's screenshot, pgrep (procps) and column (bsdextrautils).
+TEST_PKGS=(
   libgtest-dev libgmock-dev
-  postgresql-15 postgresql-client-15 pgbouncer openssl
-  python3-psycopg2 python3-sqlalchemy python3-pandas
+  pgbouncer
+  python3-psycopg2 python3-sqlalchemy python3-pandas python3-yaml
   openjdk-17-jdk-headless libpostgresql-jdbc-java
   clang libclang-rt-14-dev
-  prometheus chromium
+  prometheus chromium curl systemd procps bsdextrautils
 )
+
+case "$what" in
+  run) wanted=("${PKGS[@]}") ;;
+  test|bench) wanted=("${PKGS[@]}" "${TEST_PKGS[@]}") ;;
+  *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
+esac
+
 missing=()
-for p in "${PKGS[@]}"; do
+for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+updated=0
+apt_update_once() { [ "$updated" = 1 ] || { $SUDO apt-get update -qq; updated=1; }; }
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
-
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
+  apt_update_once
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-command -v npm >/dev/null || { echo "install-deps: node/npm missing, installing nodejs"; $SUDO apt-get install -y -qq nodejs npm >/dev/null; }
-# Debian's packaged cluster is not used: tests and `make run` start their own.
+# Any node/npm on PATH will do (nvm, NodeSource); Debian's only when there is none.
+if [ "$what" != run ] && ! command -v npm >/dev/null; then
+  echo "install-deps: node/npm missing, installing nodejs"
+  apt_update_once
+  $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
