@@ -149,6 +149,13 @@ int32_t MessageReader::int32() {
 void OwedReplies::pop_front() {
   q_[head_] = OwedReply{};   // release its facts now, not at compaction
   if (++head_ == q_.size()) return clear();
+  // A CopyDone or CopyFail is only ever owed behind the statement that began its COPY: once that
+  // statement is answered, a marker left at the front ended a COPY that never began (the server
+  // ignores CopyData, CopyDone and CopyFail outside COPY mode).
+  while (q_[head_].kind == OwedReply::Kind::copy_end) {
+    q_[head_] = OwedReply{};
+    if (++head_ == q_.size()) return clear();
+  }
   // A pipeline that never drains (a client streaming simple Queries) must not grow the queue.
   if (head_ >= 64 && head_ * 2 >= q_.size()) {
     q_.erase(q_.begin(), q_.begin() + static_cast<ptrdiff_t>(head_));
@@ -204,13 +211,10 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       std::string_view sql = r.cstring();
       if (!r.ok() && whole) return malformed("invalid Parse message: the statement name or query string is not terminated");
       std::shared_ptr<const parser::Facts> facts;
-      if (!name_read) {
-        // A name longer than the inspection limit: no name a client really sends.
-        ++stats_.uninspected;
-        ev.uninspected = true;
-        owed_.push_back({K::parse, false, false, false, 0, nullptr, {}, nullptr});
-        return ev;
-      }
+      if (!name_read)
+        // A name longer than the inspection limit is no name a client really sends, and one that
+        // cannot be read cannot be followed: refused rather than guessed at.
+        return malformed("Parse message: the statement name is longer than limits.max_inspect_bytes");
       if (r.ok()) {
         facts = classifier_.classify(sql);
       } else {
@@ -243,16 +247,10 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
     case 'B': {
       std::string_view portal = r.cstring();
       std::string_view stmt = r.cstring();
-      if (!r.ok() && !whole) {
-        // Names longer than the inspection limit: not names a client really sends. The portal
-        // may not be judged; say so rather than guess.
-        ++stats_.uninspected;
-        owed_.push_back({K::bind, false, false, false, 0, nullptr, {}, nullptr});
-        FrontendEvent ev;
-        ev.type = 'B';
-        ev.uninspected = true;
-        return ev;
-      }
+      if (!r.ok() && !whole)
+        // Names longer than the inspection limit: not names a client really sends, and a portal
+        // that cannot be followed could run a DROP unseen. Refused rather than guessed at.
+        return malformed("Bind message: the portal and statement names are longer than limits.max_inspect_bytes");
       if (!r.ok()) return malformed("invalid Bind message: the portal or statement name is not terminated");
       auto it = statements_.find(name_key(stmt));
       std::shared_ptr<const parser::Facts> facts = it != statements_.end() ? it->second : nullptr;
@@ -315,7 +313,7 @@ void Decoder::on_frontend_streamed(char type, uint64_t total, bool over_inspect_
     case 'f':
       copy_in_ = false;
       if (ignoring_syncs_) ignoring_syncs_ = false;
-      else owe(K::copy_end);   // sent before the server's CopyInResponse arrived
+      else if (!owed_.empty()) owe(K::copy_end);   // sent before the server's CopyInResponse arrived
       break;
     default: break;
   }

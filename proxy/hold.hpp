@@ -93,7 +93,6 @@ class Hold {
   char type_ = 0;
   uint64_t held_bytes_ = 0;
   std::chrono::steady_clock::time_point started_;
-  std::string statement_kind_;
   // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
   std::unique_ptr<capture::StatementContext> context_;
   std::unique_ptr<boost::asio::steady_timer> timer_;

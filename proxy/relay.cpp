@@ -447,6 +447,12 @@ Session::ScanResult Session::scan(Pipe& p) {
       // A Parse or Bind longer than limits.max_inspect_bytes: judged on its first bytes, where its
       // names are; the rest (a Parse's text, a Bind's parameters) streams through.
       FrontendEvent ev = decoder_->on_frontend(std::string_view(msg, static_cast<size_t>(f.need)), f.total);
+      if (ev.kind == FrontendEvent::Kind::malformed) {
+        metrics().protocol_errors.fetch_add(1);
+        spdlog::warn("session {}: {}", client_addr_, ev.error);
+        fail_client_protocol(ev.error);
+        return ScanResult::need_more;
+      }
       if (ev.uninspected) {
         metrics().uninspected_large_statements.fetch_add(1);
         spdlog::warn("session {}: a {}-byte {} is larger than limits.max_inspect_bytes and is relayed uninspected",
