@@ -38,6 +38,9 @@ struct CaptureConfig {
   // Ledger statements the store could not take (down, connection lost) wait here and are retried
   // with backoff; past this many the oldest is dropped and counted.
   int store_retry_max = 1000;
+  // Hold updates waiting for their ledger row's INSERT to finish; past this many a new one is
+  // dropped and counted with the retry queue's losses.
+  int store_waiters_max = 1000;
   std::chrono::milliseconds default_deadline{30000};  // when a request carries no deadline
   // With no snapshot write for this long, a thread of its own checks that the store is writable.
   std::chrono::milliseconds store_check_interval{10000};
@@ -124,7 +127,8 @@ struct CaptureStats {
   bool store_up = false;
   double store_last_success_unix_s = 0;  // 0: never
   uint64_t store_retry_queued = 0;   // ledger statements waiting for the store now
-  uint64_t store_retry_lost = 0;     // ledger statements dropped because that queue was full
+  uint64_t store_retry_lost = 0;     // ledger statements dropped because that queue (or the waiters) was full
+  uint64_t store_waiting_updates = 0;  // hold updates waiting for their ledger row's INSERT now
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;

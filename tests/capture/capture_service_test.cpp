@@ -441,3 +441,40 @@ TEST_F(CaptureTest, LedgerRowsWaitForAnUnreachableStoreWithinABound) {
   svc.stop();
   Db("postgres").exec("DROP DATABASE IF EXISTS " + later + " WITH (FORCE)");
 }
+
+TEST_F(CaptureTest, HoldUpdatesWaitingForTheirLedgerRowAreBounded) {
+  // The store is down: each failed snapshot's ledger row waits in the retry queue, and the hold
+  // update that follows it waits for that row. Room for one such update: the others are dropped
+  // and counted, the one kept is written once the store is back.
+  db->exec("CREATE TABLE t (a int)");
+  const std::string later = unique_name("cap_waiters");
+  cfg.store_conninfo = conninfo_for(later);
+  cfg.store_retry_max = 10;
+  cfg.store_waiters_max = 1;
+  CaptureService svc(cfg);
+  for (int i = 0; i < 3; ++i) {
+    auto res = run(svc, request({table("public", "t")}));
+    ASSERT_EQ(res.outcome, SnapshotOutcome::store_error) << res.error;
+    svc.mark_hold(res.tables, 5.0 + i);
+  }
+  auto end = Clock::now() + 10s;
+  while (Clock::now() < end && svc.stats().store_retry_lost < 2) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(svc.stats().store_retry_lost, 2u) << "3 hold updates, room for 1: the 2 newest are dropped and counted";
+  EXPECT_EQ(svc.stats().store_waiting_updates, 1u);
+  EXPECT_EQ(svc.stats().store_retry_queued, 3u) << "the ledger rows themselves are all kept";
+  Db("postgres").exec("CREATE DATABASE " + later + "_tmp");
+  auto m = migrate(conninfo_for(later + "_tmp"));
+  ASSERT_TRUE(m.ok) << m.error;
+  Db("postgres").exec("ALTER DATABASE " + later + "_tmp RENAME TO " + later);
+  {
+    Db ldb(later);
+    eventually(ldb,
+               "SELECT count(*) || ' ' || count(hold_ms) || ' ' || coalesce(min(hold_ms)::text, '-') "
+               "FROM predrop.drop_events WHERE outcome = 'store_error'",
+               "3 1 5", 15s);
+  }
+  EXPECT_EQ(svc.stats().store_waiting_updates, 0u);
+  EXPECT_EQ(svc.stats().store_retry_lost, 2u);
+  svc.stop();
+  Db("postgres").exec("DROP DATABASE IF EXISTS " + later + " WITH (FORCE)");
+}

@@ -1,0 +1,27 @@
+// The CaptureService's counters: written on its event-loop thread (or a caller's), read by
+// stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "capture/conn_pool.hpp"
+
+namespace predrop::capture {
+
+struct CaptureCounters {
+  std::atomic<uint64_t> catalog{0}, enrich{0}, store{0}, written{0}, timeouts{0}, in_flight{0};
+  std::atomic<uint64_t> dropped{0}, not_dropped{0};
+  std::atomic<uint64_t> retry_queued{0}, retry_lost{0}, waiting_updates{0};
+  // The capture pool as the event-loop thread last saw it.
+  std::atomic<uint64_t> pool_idle{0}, pool_busy{0}, pool_queued{0}, pool_opened{0};
+
+  void publish(const ConnPool& capture_pool) {
+    pool_idle = capture_pool.idle();
+    pool_busy = capture_pool.busy();
+    pool_queued = capture_pool.queued();
+    pool_opened = capture_pool.opened();
+  }
+};
+
+}  // namespace predrop::capture

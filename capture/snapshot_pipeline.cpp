@@ -1,0 +1,291 @@
+#include "capture/snapshot_pipeline.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "capture/catalog_queries.hpp"
+#include "capture/store_writer.hpp"
+
+namespace predrop::capture {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+// One snapshot request in flight. Lives on the event-loop thread only.
+struct SnapshotJob {
+  SnapshotJob(asio::io_context& io, SnapshotRequest r, std::function<void(SnapshotResult)> d)
+      : req(std::move(r)), done(std::move(d)), timer(io) {}
+  SnapshotRequest req;
+  std::function<void(SnapshotResult)> done;
+  asio::steady_timer timer;
+  Clock::time_point started = Clock::now();
+  bool finished = false;
+  bool retried = false;  // already moved once to a fresh connection after the server closed one
+  // What it waits for or holds right now (at most one of each).
+  ConnPool* waiting_pool = nullptr;
+  uint64_t ticket = 0;
+  std::shared_ptr<PgConn> conn;
+  ConnPool* conn_pool = nullptr;
+  // What it has learnt so far.
+  bool resolved = false;
+  CatalogResult catalog;
+  std::vector<WriteRow> rows;
+  double capture_ms = 0;
+};
+
+namespace {
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+void summarise(SnapshotResult& res) {
+  std::optional<SnapshotOutcome> failure, any_ok;
+  for (const auto& t : res.tables) {
+    if (t.outcome == SnapshotOutcome::written) any_ok = SnapshotOutcome::written;
+    else if (t.outcome == SnapshotOutcome::deduplicated && !any_ok) any_ok = SnapshotOutcome::deduplicated;
+    else if (t.outcome != SnapshotOutcome::table_missing && t.outcome != SnapshotOutcome::deduplicated && !failure) {
+      failure = t.outcome;
+      res.error = t.error;
+    }
+  }
+  res.outcome = failure ? *failure : any_ok ? *any_ok : SnapshotOutcome::table_missing;
+}
+
+}  // namespace
+
+SnapshotPipeline::SnapshotPipeline(asio::io_context& io, const CaptureConfig& cfg, ConnPool& capture_pool,
+                                   ConnPool& store_pool, LedgerWriter& ledger, StoreHealth& health,
+                                   CaptureCounters& counters, LedgerWriter::SqlFor sql_for)
+    : io_(io),
+      cfg_(cfg),
+      capture_pool_(capture_pool),
+      store_pool_(store_pool),
+      ledger_(ledger),
+      health_(health),
+      counters_(counters),
+      sql_for_(std::move(sql_for)) {}
+
+void SnapshotPipeline::submit(SnapshotRequest request, std::function<void(SnapshotResult)> done) {
+  ++counters_.in_flight;
+  auto job = std::make_shared<SnapshotJob>(io_, std::move(request), std::move(done));
+  asio::post(io_, [this, job] { start(job); });
+}
+
+// ---- connection handling for a job ----
+
+void SnapshotPipeline::acquire(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next) {
+  job->waiting_pool = &pool;
+  job->ticket = pool.acquire(key, [this, job, &pool, next = std::move(next)](ConnPool::Conn conn, std::string err) {
+    job->waiting_pool = nullptr;
+    if (job->finished) {  // its deadline passed while the connection was being opened
+      if (conn) pool.release(conn, true);
+      return;
+    }
+    if (!conn) {
+      fail(job, &pool == &store_pool_ ? SnapshotOutcome::store_error : SnapshotOutcome::capture_error, err);
+      return;
+    }
+    job->conn = std::move(conn);
+    job->conn_pool = &pool;
+    counters_.publish(capture_pool_);
+    next();
+  });
+  counters_.publish(capture_pool_);
+}
+
+void SnapshotPipeline::release(const JobPtr& job, bool reusable) {
+  if (!job->conn) return;
+  auto conn = std::move(job->conn);
+  job->conn = nullptr;
+  job->conn_pool->release(conn, reusable);
+  counters_.publish(capture_pool_);
+}
+
+// A pooled connection the server closed while it sat idle (a restart) fails its next statement:
+// that is no fault of the database, so the request moves once to a fresh connection.
+bool SnapshotPipeline::retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key,
+                                       std::function<void()> next) {
+  if (!job->conn || job->conn->healthy() || job->retried) return false;
+  job->retried = true;
+  release(job, false);
+  spdlog::info("predrop {} connection was closed by the server; retrying on a new one",
+               &pool == &store_pool_ ? "store" : "capture");
+  acquire(job, pool, key, std::move(next));
+  return true;
+}
+
+void SnapshotPipeline::run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next) {
+  auto cb = [job, next = std::move(next)](PgResult r) {
+    if (job->finished) return;
+    next(std::move(r));
+  };
+  if (q.name) job->conn->exec_prepared(q.name, q.sql, q.params, std::move(cb));
+  else job->conn->exec(q.sql, q.params, std::move(cb));
+}
+
+// ---- the request ----
+
+void SnapshotPipeline::start(JobPtr job) {
+  jobs_.insert(job);
+  auto deadline = job->req.deadline == Clock::time_point{} ? job->started + cfg_.default_deadline : job->req.deadline;
+  job->timer.expires_at(deadline);
+  job->timer.async_wait([this, job](const boost::system::error_code& ec) {
+    if (!ec) fail(job, SnapshotOutcome::timeout, "deadline passed");
+  });
+  if (job->req.targets.empty()) return write(job);
+  acquire(job, capture_pool_, job->req.ctx.database, [this, job] { read_catalog(job); });
+}
+
+void SnapshotPipeline::read_catalog(const JobPtr& job) {
+  ++counters_.catalog;
+  run(job, catalog_query(job->req), [this, job](PgResult r) {
+    if (!r.ok()) {
+      if (retry_if_closed(job, capture_pool_, job->req.ctx.database, [this, job] { read_catalog(job); })) return;
+      return fail(job, SnapshotOutcome::capture_error, "catalog: " + r.error);
+    }
+    job->catalog = parse_catalog(r, job->req.targets.size());
+    job->resolved = true;
+    auto& tables = job->catalog.tables;
+    for (auto& t : tables) {
+      std::vector<std::string> names;
+      for (const auto& c : t.snap.columns) names.push_back(c.name);
+      t.snap.schema_hash = schema_hash(std::move(names), cfg_.hash_excluded);
+    }
+    mark_profile_skipped(tables, cfg_.bounds);
+    read_stats(job);
+  });
+}
+
+void SnapshotPipeline::read_stats(const JobPtr& job) {
+  auto q = stats_query(job->catalog.tables, cfg_.bounds, cfg_.naive_array_split);
+  if (!q) return enrich(job, 0);
+  ++counters_.catalog;
+  run(job, *q, [this, job](PgResult r) {
+    if (!r.ok()) return fail(job, SnapshotOutcome::capture_error, "pg_stats: " + r.error);
+    apply_stats(r, job->catalog.tables, cfg_.bounds, cfg_.naive_array_split);
+    enrich(job, 0);
+  });
+}
+
+// Enrichment is best effort: a failing or missing query never stops the snapshot.
+void SnapshotPipeline::enrich(const JobPtr& job, int which) {
+  const std::string* user_sql =
+      which == 0 ? &cfg_.enrich_identity_sql : which == 1 ? &cfg_.enrich_provenance_sql : nullptr;
+  if (!user_sql) {
+    release(job);
+    job->capture_ms = ms_since(job->started);
+    return write(job);
+  }
+  auto q = enrich_query(*user_sql, job->catalog.tables);
+  if (!q) return enrich(job, which + 1);
+  ++counters_.enrich;
+  run(job, *q, [this, job, which](PgResult r) {
+    if (r.ok()) apply_enrichment(r, job->catalog.tables);
+    else spdlog::debug("predrop enrichment query failed (snapshot goes on without it): {}", r.error);
+    enrich(job, which + 1);
+  });
+}
+
+// The rows this request writes: one per captured table, one per target that found nothing.
+// With a failure, every row carries it; without, captured tables are left to the write to decide.
+void SnapshotPipeline::build_rows(const JobPtr& job, std::optional<SnapshotOutcome> failure, const std::string& error) {
+  job->rows.clear();
+  const auto& req = job->req;
+  if (job->resolved) {
+    for (const auto& t : job->catalog.tables) {
+      WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid, failure, error, &t};
+      job->rows.push_back(std::move(row));
+    }
+  }
+  for (size_t i = 0; i < req.targets.size(); ++i) {
+    if (job->resolved && job->catalog.target_found[i]) continue;
+    const auto& t = req.targets[i];
+    WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.value_or(SnapshotOutcome::table_missing), error, nullptr};
+    if (t.kind == "drop_schema") row.schema = t.name;
+    else if (t.kind != "drop_owned") row.schema = t.schema, row.table = t.name;
+    job->rows.push_back(std::move(row));
+  }
+}
+
+void SnapshotPipeline::write(const JobPtr& job) {
+  build_rows(job, std::nullopt, "");
+  acquire(job, store_pool_, "", [this, job] {
+    const StoreSql& sql = sql_for_(*job->conn);
+    ++counters_.store;
+    // Prepared once per store connection: planning the write costs more than running it.
+    BatchQuery q{"predrop_store_write_v1", sql.write,
+                 write_params(job->rows, job->req.ctx, cfg_, job->req.reason, job->capture_ms)};
+    run(job, q, [this, job](PgResult r) {
+      if (!r.ok() && retry_if_closed(job, store_pool_, "", [this, job] { write(job); })) return;
+      release(job);
+      if (!r.ok()) return fail(job, SnapshotOutcome::store_error, r.error);
+      health_.note(true, {});
+      SnapshotResult res;
+      for (int i = 0; i < r.rows() && i < static_cast<int>(job->rows.size()); ++i) {
+        const WriteRow& row = job->rows[i];
+        TableResult t{row.schema, row.table, row.oid.value_or(0), row.outcome.value_or(SnapshotOutcome::written), "",
+                      row.event_id, row.error};
+        if (!row.outcome) {
+          if (r.text(i, 1) == "t") {
+            t.outcome = SnapshotOutcome::written;
+            t.snapshot_id = row.snapshot_id;
+            ++counters_.written;
+          } else {
+            t.outcome = SnapshotOutcome::deduplicated;
+            t.snapshot_id = r.is_null(i, 2) ? "" : r.text(i, 2);
+          }
+        }
+        res.tables.push_back(std::move(t));
+      }
+      finish(job, std::move(res));
+    });
+  });
+}
+
+// ---- ends of a request ----
+
+void SnapshotPipeline::finish(const JobPtr& job, SnapshotResult res) {
+  if (job->finished) return;
+  job->finished = true;
+  job->timer.cancel();
+  jobs_.erase(job);
+  --counters_.in_flight;
+  res.capture_ms = ms_since(job->started);
+  summarise(res);
+  try {
+    job->done(std::move(res));
+  } catch (const std::exception& e) {
+    spdlog::error("predrop capture callback threw: {}", e.what());
+  }
+}
+
+// A failure ends the request at once, then its ledger rows are written (best effort).
+void SnapshotPipeline::fail(const JobPtr& job, SnapshotOutcome outcome, const std::string& error) {
+  if (job->finished) return;
+  if (outcome == SnapshotOutcome::timeout) ++counters_.timeouts;
+  if (outcome == SnapshotOutcome::store_error) health_.note(false, error);
+  if (job->waiting_pool) {
+    job->waiting_pool->cancel(job->ticket);
+    job->waiting_pool = nullptr;
+  }
+  // A connection busy for this request may be stuck (a slow store, a lock): cancel and close it.
+  if (job->conn) release(job, !job->conn->busy());
+  spdlog::warn("predrop snapshot {} for {} target(s) in database '{}': {}", to_string(outcome), job->req.targets.size(),
+               job->req.ctx.database, error);
+  build_rows(job, outcome, error);
+  SnapshotResult res;
+  for (const auto& row : job->rows)
+    res.tables.push_back({row.schema, row.table, row.oid.value_or(0), *row.outcome, "", row.event_id, row.error});
+  auto rows = job->rows;
+  finish(job, std::move(res));
+  ledger_.write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, job->capture_ms);
+}
+
+void SnapshotPipeline::shutdown() {
+  for (auto job : std::set<JobPtr>(jobs_)) fail(job, SnapshotOutcome::capture_error, "capture service stopped");
+}
+
+}  // namespace predrop::capture

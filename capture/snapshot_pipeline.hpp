@@ -1,0 +1,62 @@
+// The job pipeline of a snapshot request: capture connection (bounded pool, per database) -> one
+// batched catalog query -> one bounded pg_stats query -> optional enrichment -> store connection
+// (its own bounded pool) -> one statement writing snapshots, dedup and ledger rows. A timer per
+// request enforces its deadline: done() runs once, with timeout, and whatever connection was busy
+// for it is cancelled and closed. Runs on the event-loop thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "capture/capture.hpp"
+#include "capture/capture_counters.hpp"
+#include "capture/conn_pool.hpp"
+#include "capture/ledger_writer.hpp"
+#include "capture/store_health.hpp"
+
+namespace predrop::capture {
+
+struct SnapshotJob;
+using JobPtr = std::shared_ptr<SnapshotJob>;
+
+class SnapshotPipeline {
+ public:
+  // cfg is the service's, read on the event-loop thread.
+  SnapshotPipeline(boost::asio::io_context& io, const CaptureConfig& cfg, ConnPool& capture_pool, ConnPool& store_pool,
+                   LedgerWriter& ledger, StoreHealth& health, CaptureCounters& counters, LedgerWriter::SqlFor sql_for);
+
+  // From any thread: the request starts on the event-loop thread.
+  void submit(SnapshotRequest request, std::function<void(SnapshotResult)> done);
+  // Ends every request still running with capture_error.
+  void shutdown();
+
+ private:
+  void start(JobPtr job);
+  void acquire(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next);
+  void release(const JobPtr& job, bool reusable = true);
+  bool retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next);
+  void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next);
+  void read_catalog(const JobPtr& job);
+  void read_stats(const JobPtr& job);
+  void enrich(const JobPtr& job, int which);
+  void build_rows(const JobPtr& job, std::optional<SnapshotOutcome> failure, const std::string& error);
+  void write(const JobPtr& job);
+  void finish(const JobPtr& job, SnapshotResult res);
+  void fail(const JobPtr& job, SnapshotOutcome outcome, const std::string& error);
+
+  boost::asio::io_context& io_;
+  const CaptureConfig& cfg_;
+  ConnPool& capture_pool_;
+  ConnPool& store_pool_;
+  LedgerWriter& ledger_;
+  StoreHealth& health_;
+  CaptureCounters& counters_;
+  LedgerWriter::SqlFor sql_for_;
+  std::set<JobPtr> jobs_;
+};
+
+}  // namespace predrop::capture
