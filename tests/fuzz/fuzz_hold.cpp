@@ -18,7 +18,7 @@
 
 #include "parser/parser.hpp"
 #include "proxy/decoder.hpp"
-#include "proxy/hold.hpp"
+#include "proxy/hold_machine.hpp"
 #include "proxy/wire.hpp"
 
 namespace {
