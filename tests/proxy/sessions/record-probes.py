@@ -6,38 +6,20 @@ record-probes.py RECORDER_PORT DATABASE
 Each probe is one connection (recorded as OUT_PREFIX.n in the order below); prints what the
 server answered, which the replay test asserts.
 """
+import os
 import socket
 import struct
 import sys
 
-
-def message(kind, body=b""):
-    return kind + struct.pack("!I", len(body) + 4) + body
-
-
-def cstr(s):
-    return (s.encode() if isinstance(s, str) else s) + b"\0"
-
-
-def query(sql):
-    return message(b"Q", cstr(sql))
-
-
-def parse(name, sql):
-    return message(b"P", cstr(name) + cstr(sql) + b"\0\0")
+# The wire messages are the hold probes' own (tests/hold/rawpg.py); only a Bind with result-format
+# codes is this file's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "hold"))
+from rawpg import cstr, execute, message, parse, query, sync  # noqa: E402
 
 
 def bind(portal, stmt, result_formats=0):
     return message(b"B", cstr(portal) + cstr(stmt) + b"\0\0" + b"\0\0" + struct.pack("!H", result_formats)
                    + b"\0\0" * result_formats)
-
-
-def execute(portal):
-    return message(b"E", cstr(portal) + b"\0\0\0\0")
-
-
-def sync():
-    return message(b"S")
 
 
 class Conn:
