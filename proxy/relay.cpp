@@ -138,7 +138,7 @@ void Session::pump(Pipe& p) {
     // A read may be outstanding on the client's side when a hold ends: the bytes already here are
     // scanned and relayed meanwhile (scan neither moves nor replaces a buffer a read waits on).
     if (!p.backend && p.buf && p.end > p.scan && scan(p) == ScanResult::error) return;
-    if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
+    if (!p.inject.empty() && p.scan == p.begin && p.pass_remaining == 0) return start_write(p);
     if (p.scan > p.begin) return start_write(p);
     if (p.held) return pump(p);
     return;
@@ -146,7 +146,7 @@ void Session::pump(Pipe& p) {
   if (p.buf && p.end > p.scan) {
     ScanResult r = scan(p);
     if (r == ScanResult::error) return;
-    if (!p.inject.empty() && p.scan == p.begin) return start_write(p);
+    if (!p.inject.empty() && p.scan == p.begin && p.pass_remaining == 0) return start_write(p);
     if (p.scan > p.begin) return start_write(p);
     if (r == ScanResult::held) return pump(p);
   }
