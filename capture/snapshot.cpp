@@ -91,7 +91,7 @@ std::string_view py_strip(std::string_view s) {
 
 bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-// The reference's text-form algorithm, step for step (openarg.md §4.4): split on every comma,
+// The reference application's text-form array parser, step for step: split on every comma,
 // strip, strip quotes, first N parts, drop empties, clip.
 std::vector<std::string> parse_naive(std::string_view text, const ProfileBounds& b) {
   std::vector<std::string> out;

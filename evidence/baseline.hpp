@@ -1,4 +1,4 @@
-// The baseline pass (openarg.md §7): snapshot every live table whose latest snapshot does not
+// The baseline pass (the reference application's baseline_schema_snapshots): snapshot every live table whose latest snapshot does not
 // hold exactly the column names the table has now, so that the next change has something to be
 // compared against. Strictly read-only against the target: its sessions run with
 // default_transaction_read_only=on and every batch is a READ ONLY transaction that reads only

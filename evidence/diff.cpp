@@ -1,4 +1,5 @@
-// openarg.md §5 in C++. Where the reference is quirky (markers filtered for the gate but not for
+// The reference application's diff_snapshots, is_identifiable and profile_similarity in C++.
+// Where the reference is quirky (markers filtered for the gate but not for
 // the score; no exclusivity between renames) the quirk is kept, because stores are shared with it
 // and verdicts must agree; the profile method is where predrop departs, and only when asked.
 #include "evidence/diff.hpp"

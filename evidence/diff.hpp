@@ -1,4 +1,4 @@
-// The diff of two snapshots of a table (openarg.md §5): which columns appeared, disappeared,
+// The diff of two snapshots of a table, as the reference application's diff_snapshots: which columns appeared, disappeared,
 // changed type or were probably renamed, and which provenance fields differ. Pure: no database,
 // no clock. The rename matcher reproduces the reference (identifiability gate, 0.7/0.2/0.1
 // similarity, uniqueness rule) and offers a profile-based method behind DiffOptions::method.

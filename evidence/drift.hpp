@@ -1,4 +1,4 @@
-// Drift classification (openarg.md §6, spec 024): a cascade of gates that can only exonerate a
+// Drift classification (the reference application's spec 024 exoneration cascade): a cascade of gates that can only exonerate a
 // diff or abstain, never accuse; whatever survives every gate is "unexplained" and actionable.
 // Pure: no database, clock or network.
 #pragma once
@@ -45,7 +45,7 @@ struct VerdictSummary {
 };
 VerdictSummary summarize(const std::vector<DriftVerdict>& verdicts);
 
-// The shadow report's pairing (openarg.md §6): consecutive snapshots of a table inside the
+// The pairing of the reference's shadow drift report: consecutive snapshots of a table inside the
 // window (same_table), and consecutive versions of a resource identity whose table name changed
 // (version, not windowed). Pointers refer into the vectors passed in.
 struct PairVerdict {

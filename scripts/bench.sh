@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: direct vs pgbouncer vs predrop on a throwaway PostgreSQL, side by side.
 #   scripts/bench.sh [BUILD_DIR]
-# Starts its own cluster (scripts/pg-cluster.sh), a pgbouncer 1.18 in session mode (perf-anchors.md
-# settings) and predrop, runs tests/bench/run-bench.sh (pgbench -S, COPY out/in, RSS with idle
+# Starts its own cluster (scripts/pg-cluster.sh), a pgbouncer 1.18 in session mode (trust, big
+# limits: tests/bench/pgbouncer.sh) and predrop, runs tests/bench/run-bench.sh (pgbench -S, COPY out/in, RSS with idle
 # clients) and prints the tables; everything it started is stopped at the end, whatever happens.
 # Tunables (environment): BENCH_SECONDS (default 15; use 3 while developing), BENCH_CLIENTS, BENCH_MODES,
 # BENCH_REPS, BENCH_SCALE, BENCH_COPY_MB, BENCH_COPY_REPS, BENCH_IDLE_STEPS, BENCH_SKIP ("pgbench copy
@@ -40,7 +40,7 @@ trap 'exit 130' INT TERM
 echo "bench: cluster in $work/pg"
 "$root/scripts/pg-cluster.sh" start "$work/pg" >/dev/null
 set -a; . "$work/pg/env"; set +a
-# perf-anchors.md: max_wal_size=4GB; 1000 idle clients through predrop need 1000 backends.
+# max_wal_size=4GB keeps checkpoints out of the COPY runs; 1000 idle clients through predrop need 1000 backends.
 psql -X -q -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres \
   -c "ALTER SYSTEM SET max_connections = 1200" -c "ALTER SYSTEM SET max_wal_size = '4GB'"
 as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }

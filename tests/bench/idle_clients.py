@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""RSS of a proxy holding N idle client connections (perf-anchors.md section 3's method).
+"""RSS of a proxy holding N idle client connections (a fresh process each run, VmRSS and RssAnon
+sampled a few seconds after each step).
 
     idle_clients.py --port P --pid PID [--steps 0,250,500,1000] [--settle 3] [--label predrop] [--cap 240]
 

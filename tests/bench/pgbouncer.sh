@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start/stop a pgbouncer 1.18 configured like perf-anchors.md (session mode, trust, big limits).
+# Start/stop a pgbouncer 1.18 in session mode, trust, big limits (max_client_conn 3000, pool 300).
 #   pgbouncer.sh start WORKDIR UPSTREAM_PORT   -> prints PGB_PORT=, PGB_PID=, PGB_LOG=
 #   pgbouncer.sh stop PID
 # As root it runs as the postgres OS user (runuser), with its fd limit raised to 20000 inside

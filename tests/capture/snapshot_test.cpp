@@ -1,4 +1,5 @@
-// Pure snapshot functions against the reference's acceptance cases (openarg.md §9, 1-4 and 6-10)
+// Pure snapshot functions against the reference application's acceptance cases (hashing, name
+// handling and array parsing)
 // and PostgreSQL's array text grammar.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // diff_snapshots, the identifiability gate and both similarity scores: every Diff, Similarity,
-// G5 and G6 scenario of openarg.md §9, plus the profile method's departures.
+// G5 and G6 acceptance scenario of the reference application, plus the profile method's departures.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -1,5 +1,5 @@
 // The drift cascade: every Cascade, Verdicts/classes, Summarize and Seeded-faults scenario of
-// openarg.md §9, with the reference's default provenance (phase4-v1, simple_tabular).
+// the reference application's acceptance cases, with its default provenance (phase4-v1, simple_tabular).
 #include <gtest/gtest.h>
 
 #include <functional>

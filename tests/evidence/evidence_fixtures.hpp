@@ -1,5 +1,5 @@
 // Builders for snapshots in unit tests: columns with values as MCVs, default provenance as in
-// openarg.md §9's cascade cases (phase4-v1 / simple_tabular on both sides).
+// the reference application's cascade cases (phase4-v1 / simple_tabular on both sides).
 #pragma once
 
 #include <algorithm>
