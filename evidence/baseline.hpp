@@ -1,10 +1,10 @@
-// The baseline pass (the reference application's baseline_schema_snapshots): snapshot every live table whose latest snapshot does not
-// hold exactly the column names the table has now, so that the next change has something to be
-// compared against. Strictly read-only against the target: its sessions run with
-// default_transaction_read_only=on and every batch is a READ ONLY transaction that reads only
-// the catalog and pg_stats; all writes go to the store, on other connections. Batches run in
-// `lanes` (a target session and a store writer each), and within a lane the store write of one
-// batch overlaps the catalog reads of the next.
+// The baseline pass (the reference application's baseline_schema_snapshots): snapshot every live
+// table whose latest snapshot does not hold exactly the column names the table has now, so that the
+// next change has something to be compared against. Strictly read-only against the target: its
+// sessions run with default_transaction_read_only=on and every batch is a READ ONLY transaction
+// that reads only the catalog and pg_stats; all writes go to the store, on other connections.
+// Batches run in `lanes` (a target session and a store writer each), and within a lane the store
+// write of one batch overlaps the catalog reads of the next.
 #pragma once
 
 #include <functional>
