@@ -7,14 +7,13 @@ Each probe is one connection (recorded as OUT_PREFIX.n in the order below); prin
 server answered, which the replay test asserts.
 """
 import os
-import socket
 import struct
 import sys
 
 # The wire messages are the hold probes' own (tests/hold/rawpg.py); only a Bind with result-format
 # codes is this file's.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "hold"))
-from rawpg import cstr, execute, message, parse, query, sync  # noqa: E402
+from rawpg import Raw, cstr, error_fields, execute, message, parse, query, sync, terminate  # noqa: E402
 
 
 def bind(portal, stmt, result_formats=0):
@@ -22,49 +21,27 @@ def bind(portal, stmt, result_formats=0):
                    + b"\0\0" * result_formats)
 
 
-class Conn:
-    def __init__(self, port, db):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
-        self.buf = b""
-        params = cstr("user") + cstr("postgres") + cstr("database") + cstr(db) + b"\0"
-        self.sock.sendall(struct.pack("!II", len(params) + 8, 196608) + params)
-        self.until_ready()
+def summary(msgs):
+    """The server's answer as short text: type letters, SQLSTATEs, and the start of tags and rows."""
+    out = []
+    for t, body in msgs:
+        if t == "E":
+            out.append("E[%s]" % error_fields(body).get("C"))
+        elif t in "CD":
+            out.append("%s[%s]" % (t, body[:60].replace(b"\0", b"|").decode(errors="replace")))
+        else:
+            out.append(t)
+    return " ".join(out)
 
-    def msg(self):
-        while True:
-            if len(self.buf) >= 5:
-                n = struct.unpack("!I", self.buf[1:5])[0]
-                if len(self.buf) >= n + 1:
-                    t, body = chr(self.buf[0]), self.buf[5:n + 1]
-                    self.buf = self.buf[n + 1:]
-                    return t, body
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise RuntimeError("server closed")
-            self.buf += chunk
 
-    def until_ready(self, count=1):
-        out = []
-        while count:
-            t, body = self.msg()
-            if t == "E":
-                fields = dict((f[:1].decode(), f[1:].decode(errors="replace")) for f in body.split(b"\0") if f)
-                out.append("E[%s]" % fields.get("C"))
-            elif t in "CD":
-                out.append("%s[%s]" % (t, body[:60].replace(b"\0", b"|").decode(errors="replace")))
-            else:
-                out.append(t)
-            if t == "Z":
-                count -= 1
-        return " ".join(out)
-
+class Conn(Raw):
     def run(self, data, readies):
-        self.sock.sendall(data)
-        return self.until_ready(readies)
+        self.send(data)
+        return summary(self.read_until_ready(readies))
 
     def close(self):
-        self.sock.sendall(message(b"X"))
-        self.sock.close()
+        self.send(terminate())
+        super().close()
 
 
 def probe(port, db, name, steps):
