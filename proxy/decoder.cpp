@@ -11,63 +11,70 @@ namespace {
 // The server's NAMEDATALEN: statement and portal hash tables compare the first 63 bytes of a name.
 constexpr size_t kNameKeyBytes = 63;
 
-constexpr MessageTable make_frontend_table() {
+struct TableRow {
+  char type;
+  const char* name;
+  Need need;
+};
+
+template <size_t N>
+constexpr MessageTable make_table(const TableRow (&rows)[N]) {
   MessageTable t{};
-  auto set = [&t](char type, const char* name, Need need) { t[static_cast<unsigned char>(type)] = {name, need}; };
-  set('Q', "Query", Need::inspected);
-  set('P', "Parse", Need::names);
-  set('B', "Bind", Need::names);
-  set('E', "Execute", Need::inspected);
-  set('C', "Close", Need::inspected);
-  set('D', "Describe", Need::header);
-  set('S', "Sync", Need::header);
-  set('H', "Flush", Need::header);
-  set('F', "FunctionCall", Need::header);
-  set('X', "Terminate", Need::header);
-  set('d', "CopyData", Need::header);
-  set('c', "CopyDone", Need::header);
-  set('f', "CopyFail", Need::header);
-  set('p', "PasswordMessage", Need::header);   // also SASLInitialResponse, SASLResponse, GSSResponse
+  for (const TableRow& r : rows) t[static_cast<unsigned char>(r.type)] = {r.name, r.need};
   return t;
 }
 
-constexpr MessageTable make_backend_table() {
-  MessageTable t{};
-  auto set = [&t](char type, const char* name, Need need) { t[static_cast<unsigned char>(type)] = {name, need}; };
-  set('R', "Authentication", Need::whole);
-  set('K', "BackendKeyData", Need::whole);
-  set('S', "ParameterStatus", Need::header);
-  set('Z', "ReadyForQuery", Need::whole);
-  set('C', "CommandComplete", Need::whole);
-  set('E', "ErrorResponse", Need::whole);
-  set('N', "NoticeResponse", Need::header);
-  set('A', "NotificationResponse", Need::header);
-  // Whole (5 bytes): the ones answering predrop's own Parse and Bind are removed.
-  set('1', "ParseComplete", Need::whole);
-  set('2', "BindComplete", Need::whole);
-  set('3', "CloseComplete", Need::header);
-  set('t', "ParameterDescription", Need::header);
-  set('T', "RowDescription", Need::header);
-  set('n', "NoData", Need::header);
-  set('D', "DataRow", Need::header);
-  set('I', "EmptyQueryResponse", Need::header);
-  set('s', "PortalSuspended", Need::header);
-  set('V', "FunctionCallResponse", Need::header);
-  set('G', "CopyInResponse", Need::header);
-  set('H', "CopyOutResponse", Need::header);
-  set('W', "CopyBothResponse", Need::header);
-  set('d', "CopyData", Need::header);
-  set('c', "CopyDone", Need::header);
-  set('v', "NegotiateProtocolVersion", Need::header);
-  return t;
-}
+constexpr TableRow kFrontendRows[] = {
+    {'Q', "Query", Need::inspected},
+    {'P', "Parse", Need::names},
+    {'B', "Bind", Need::names},
+    {'E', "Execute", Need::inspected},
+    {'C', "Close", Need::inspected},
+    {'D', "Describe", Need::header},
+    {'S', "Sync", Need::header},
+    {'H', "Flush", Need::header},
+    {'F', "FunctionCall", Need::header},
+    {'X', "Terminate", Need::header},
+    {'d', "CopyData", Need::header},
+    {'c', "CopyDone", Need::header},
+    {'f', "CopyFail", Need::header},
+    {'p', "PasswordMessage", Need::header},   // also SASLInitialResponse, SASLResponse, GSSResponse
+};
 
-constexpr MessageTable kFrontend = make_frontend_table();
-constexpr MessageTable kBackend = make_backend_table();
+constexpr TableRow kBackendRows[] = {
+    {'R', "Authentication", Need::whole},
+    {'K', "BackendKeyData", Need::whole},
+    {'S', "ParameterStatus", Need::header},
+    {'Z', "ReadyForQuery", Need::whole},
+    {'C', "CommandComplete", Need::whole},
+    {'E', "ErrorResponse", Need::whole},
+    {'N', "NoticeResponse", Need::header},
+    {'A', "NotificationResponse", Need::header},
+    // Whole (5 bytes): the ones answering predrop's own Parse and Bind are removed.
+    {'1', "ParseComplete", Need::whole},
+    {'2', "BindComplete", Need::whole},
+    {'3', "CloseComplete", Need::header},
+    {'t', "ParameterDescription", Need::header},
+    {'T', "RowDescription", Need::header},
+    {'n', "NoData", Need::header},
+    {'D', "DataRow", Need::header},
+    {'I', "EmptyQueryResponse", Need::header},
+    {'s', "PortalSuspended", Need::header},
+    {'V', "FunctionCallResponse", Need::header},
+    {'G', "CopyInResponse", Need::header},
+    {'H', "CopyOutResponse", Need::header},
+    {'W', "CopyBothResponse", Need::header},
+    {'d', "CopyData", Need::header},
+    {'c', "CopyDone", Need::header},
+    {'v', "NegotiateProtocolVersion", Need::header},
+};
 
-// Server messages predrop reads whole are small by nature; an ErrorResponse or a SASL offer longer
-// than this is not one a server sends, and is streamed rather than buffered.
-constexpr uint64_t kWholeBackendLimit = 64 * 1024;
+constexpr MessageTable kFrontend = make_table(kFrontendRows);
+constexpr MessageTable kBackend = make_table(kBackendRows);
+
+// The messages read whole (server messages only) are small by nature; an ErrorResponse or a SASL
+// offer longer than this is not one a server sends, and is streamed rather than buffered.
+constexpr uint64_t kWholeLimit = 64 * 1024;
 
 }  // namespace
 
@@ -88,7 +95,7 @@ Frame frame_message(const MessageTable& table, const char* data, size_t avail, c
   }
   f.total = static_cast<uint64_t>(f.length) + 1;
   Need need = table[static_cast<unsigned char>(f.type)].need;
-  uint64_t limit = &table == &kBackend ? kWholeBackendLimit : limits.max_inspect_bytes;
+  uint64_t limit = need == Need::whole ? kWholeLimit : limits.max_inspect_bytes;
   if (need == Need::names && f.total > limit) {
     f.over_inspect_limit = f.prefix = true;
     f.need = limit;
@@ -336,18 +343,20 @@ void Decoder::replace_last_with_refusal() {
   portals_.erase(std::string());
 }
 
-// How one statement the server completed moves the search_path. A multi-statement Query runs as
-// one implicit transaction block, so its SET LOCAL holds to its end; a COMMIT or ROLLBACK in the
-// text ends the block the text itself opened. `in_block` is carried from statement to statement.
-void Decoder::apply_statement(parser::SearchPathTracker& path, const parser::Statement& st, bool& in_block, char txn_status) {
+// How one statement the server completed moves the search_path (path null: only the block state
+// moves). A multi-statement Query runs as one implicit transaction block, so its SET LOCAL holds to
+// its end; a COMMIT or ROLLBACK in the text ends the block the text itself opened.
+void apply_statement(parser::SearchPathTracker* path, const parser::Statement& st, bool& in_block, char txn_status) {
   using T = parser::TxnControl;
   if (st.txn == T::begin) in_block = true;
-  if (st.search_path) path.apply(*st.search_path, in_block);
-  if (st.txn == T::savepoint) path.savepoint(st.savepoint);
-  if (st.txn == T::release) path.release_savepoint(st.savepoint);
-  if (st.txn == T::rollback_to) path.rollback_to_savepoint(st.savepoint);
+  if (path) {
+    if (st.search_path) path->apply(*st.search_path, in_block);
+    if (st.txn == T::savepoint) path->savepoint(st.savepoint);
+    if (st.txn == T::release) path->release_savepoint(st.savepoint);
+    if (st.txn == T::rollback_to) path->rollback_to_savepoint(st.savepoint);
+  }
   if (st.txn == T::commit || st.txn == T::rollback) {
-    if (in_block && txn_status == 'I') path.end_transaction(st.txn == T::commit);
+    if (path && in_block && txn_status == 'I') path->end_transaction(st.txn == T::commit);
     in_block = false;
   }
 }
@@ -364,17 +373,10 @@ void Decoder::apply_completed(OwedReply& entry) {
   if (!entry.facts || !entry.facts->touches_search_path()) return;
   const auto& sts = entry.facts->statements;
   if (k >= sts.size()) return;
-  // Replay the block state of the statements before it: only search_path effects are applied.
+  // The statements before it, already applied, only move the block state.
   bool in_block = runs_in_block(entry);
-  parser::SearchPathTracker scratch = search_path_;
-  for (size_t i = 0; i < k; ++i) {
-    parser::Statement control;
-    control.txn = sts[i].txn;
-    if (control.txn == parser::TxnControl::begin || control.txn == parser::TxnControl::commit ||
-        control.txn == parser::TxnControl::rollback)
-      apply_statement(scratch, control, in_block, txn_status_);
-  }
-  apply_statement(search_path_, sts[k], in_block, txn_status_);
+  for (size_t i = 0; i < k; ++i) apply_statement(nullptr, sts[i], in_block, txn_status_);
+  apply_statement(&search_path_, sts[k], in_block, txn_status_);
 }
 
 parser::SearchPathTracker Decoder::search_path_ahead() const {
@@ -388,8 +390,7 @@ parser::SearchPathTracker Decoder::search_path_ahead() const {
     if (!e.facts || !e.facts->touches_search_path()) continue;
     const auto& sts = e.facts->statements;
     bool in_block = runs_in_block(e);
-    parser::SearchPathTracker scratch = path;
-    for (size_t k = 0; k < sts.size(); ++k) apply_statement(k < e.completed ? scratch : path, sts[k], in_block, txn_status_);
+    for (size_t k = 0; k < sts.size(); ++k) apply_statement(k < e.completed ? nullptr : &path, sts[k], in_block, txn_status_);
   }
   return path;
 }

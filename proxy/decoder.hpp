@@ -25,7 +25,7 @@ namespace predrop::proxy {
 // How much of a message the decoder must see before the relay may pass it on.
 enum class Need : uint8_t {
   header,     // the 5-byte header: the body streams through unexamined (DataRow, CopyData, …)
-  whole,      // the whole message, however long (small server messages predrop reads)
+  whole,      // the whole message up to 64 KiB (the small server messages predrop reads); longer: streamed
   inspected,  // the whole message up to limits.max_inspect_bytes; a longer one streams through, counted
   names,      // as inspected, but a longer one is judged on its first max_inspect_bytes, where its names
               // are (a Bind carrying large parameters), and the rest streams through
@@ -110,7 +110,12 @@ class OwedReplies {
   void push_back(OwedReply r) { q_.push_back(std::move(r)); }
   void pop_back() { q_.pop_back(); if (empty()) clear(); }
   void pop_front();
-  void clear() { q_.clear(); head_ = 0; }
+  void clear() {
+    // A long pipeline's slots are given back once it drains: an idle session keeps only a few.
+    if (q_.capacity() > 16) std::vector<OwedReply>().swap(q_);
+    else q_.clear();
+    head_ = 0;
+  }
   size_t capacity_in_use() const { return q_.size(); }   // tests: the compaction bound
 
  private:
@@ -153,6 +158,11 @@ struct DecoderStats {
   uint64_t malformed = 0, desync = 0, uninspected = 0;
 };
 
+// How one statement the server ran moves the search_path and the transaction block state
+// (`path` null: only `in_block` moves). Shared by the decoder and the hold, which walks the
+// statements of the message it holds.
+void apply_statement(parser::SearchPathTracker* path, const parser::Statement& st, bool& in_block, char txn_status);
+
 class Decoder {
  public:
   Decoder(parser::Classifier& classifier, std::vector<std::string> initial_search_path);
@@ -189,7 +199,6 @@ class Decoder {
   FrontendEvent statement_event(char type, std::shared_ptr<const parser::Facts> facts);
   void apply_completed(OwedReply& entry);
   bool runs_in_block(const OwedReply& entry) const;
-  static void apply_statement(parser::SearchPathTracker& path, const parser::Statement& st, bool& in_block, char txn_status);
   void skip_to_sync();
   void account_reply(char type, BackendEvent& ev);
   void account_error(BackendEvent& ev);

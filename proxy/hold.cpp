@@ -49,11 +49,11 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   req.ctx = in.context;
   // Targets in statement order, each with the search_path in force at that point of the string.
   parser::SearchPathTracker path = in.search_path;
-  // Several statements in one Query run in one implicit transaction: SET LOCAL holds to its end.
-  bool in_block = in.transaction_status != 'I' || in.facts->statements.size() > 1;
+  // Several statements in one Query, or an Execute's segment up to its Sync, run in one implicit
+  // transaction: SET LOCAL holds to its end.
+  bool in_block = in.transaction_status != 'I' || in.type == 'E' || in.facts->statements.size() > 1;
   for (const auto& st : in.facts->statements) {
-    if (st.txn == parser::TxnControl::begin) in_block = true;
-    if (st.search_path) path.apply(*st.search_path, in_block);
+    apply_statement(&path, st, in_block, in.transaction_status);
     if (st.temporary) continue;
     for (const auto& t : st.targets) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
@@ -214,7 +214,6 @@ void Hold::end(HoldEnding ending, std::string sqlstate, std::string message) {
 // is relayed, replaced or dropped.
 void Session::end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message) {
   Pipe& p = front_;
-  p.held = false;
   switch (ending) {
     case HoldEnding::released:
     case HoldEnding::failed_open:

@@ -127,7 +127,7 @@ void Session::pump(Pipe& p) {
     if (p.scan > p.begin) return start_write(p);
     return close_after_server_left();
   }
-  if (p.held) {
+  if (held(p)) {
     if (p.scan > p.begin) return start_write(p);
     // Reading goes on behind the held message, so that a client leaving is seen at once.
     if (client_left_behind_hold()) return;
@@ -140,7 +140,7 @@ void Session::pump(Pipe& p) {
     if (!p.backend && p.buf && p.end > p.scan && scan(p) == ScanResult::error) return;
     if (!p.inject.empty() && p.scan == p.begin && p.pass_remaining == 0) return start_write(p);
     if (p.scan > p.begin) return start_write(p);
-    if (p.held) return pump(p);
+    if (held(p)) return pump(p);
     return;
   }
   if (p.buf && p.end > p.scan) {
@@ -172,7 +172,7 @@ bool Session::client_left_behind_hold() {
 }
 
 void Session::maybe_release_buffer(Pipe& p) {
-  if (p.buf && p.begin == p.end && !p.held && !p.coalescing && !p.reading) {
+  if (p.buf && p.begin == p.end && !held(p) && !p.coalescing && !p.reading) {
     pool_.give_back(p.buf);
     p.begin = p.scan = p.end = 0;
   }
@@ -443,45 +443,32 @@ Session::ScanResult Session::scan(Pipe& p) {
         break;
     }
     counters_->add_message(p.backend);
-    if (f.prefix) {
-      // A Parse or Bind longer than limits.max_inspect_bytes: judged on its first bytes, where its
-      // names are; the rest (a Parse's text, a Bind's parameters) streams through.
-      FrontendEvent ev = decoder_->on_frontend(std::string_view(msg, static_cast<size_t>(f.need)), f.total);
-      if (ev.kind == FrontendEvent::Kind::malformed) {
-        metrics().protocol_errors.fetch_add(1);
-        spdlog::warn("session {}: {}", client_addr_, ev.error);
-        fail_client_protocol(ev.error);
-        return ScanResult::need_more;
-      }
-      if (ev.uninspected) {
-        metrics().uninspected_large_statements.fetch_add(1);
-        spdlog::warn("session {}: a {}-byte {} is larger than limits.max_inspect_bytes and is relayed uninspected",
-                     client_addr_, f.total, frontend_table()[static_cast<unsigned char>(f.type)].name);
-      }
-      size_t n = static_cast<size_t>(std::min<uint64_t>(f.total, avail));
-      p.scan += n;
-      p.pass_remaining = f.total - n;
-      continue;
-    }
+    // A Parse or Bind longer than limits.max_inspect_bytes is judged on its first bytes, where its
+    // names are; the rest (a Parse's text, a Bind's parameters) streams through.
+    size_t judged = static_cast<size_t>(f.need);
     size_t total = static_cast<size_t>(f.total);
-    Verdict v = p.backend ? judge_backend(p, msg, total) : judge_frontend(p, msg, total);
+    Verdict v = p.backend ? judge_backend(p, msg, total) : judge_frontend(std::string_view(msg, judged), f.total);
     if (closed_) return ScanResult::error;
     sync_copy_state();
-    if (v == Verdict::hold) {
-      p.held = true;
-      return ScanResult::held;
-    }
+    if (v == Verdict::hold) return ScanResult::held;
     if (v == Verdict::stop) return ScanResult::need_more;
     if (v == Verdict::swallow) {
       remove_message(p, total);
       continue;
     }
-    p.scan += total;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(total, avail));
+    p.scan += n;
+    p.pass_remaining = total - n;
   }
 }
 
-Session::Verdict Session::judge_frontend(Pipe& p, const char* msg, size_t total) {
-  FrontendEvent ev = decoder_->on_frontend(std::string_view(msg, total), total);
+Session::Verdict Session::judge_frontend(std::string_view msg, uint64_t total) {
+  FrontendEvent ev = decoder_->on_frontend(msg, total);
+  if (ev.uninspected) {
+    metrics().uninspected_large_statements.fetch_add(1);
+    spdlog::warn("session {}: a {}-byte {} is larger than limits.max_inspect_bytes and is relayed uninspected",
+                 client_addr_, total, frontend_table()[static_cast<unsigned char>(ev.type)].name);
+  }
   switch (ev.kind) {
     case FrontendEvent::Kind::malformed:
       metrics().protocol_errors.fetch_add(1);
@@ -490,7 +477,7 @@ Session::Verdict Session::judge_frontend(Pipe& p, const char* msg, size_t total)
       return Verdict::stop;
     case FrontendEvent::Kind::statement:
       if (!should_hold(ev.facts)) return Verdict::forward;
-      begin_hold(ev.type, std::move(ev.facts), total);
+      begin_hold(ev.type, std::move(ev.facts), msg.size());
       return Verdict::hold;
     default:
       return Verdict::forward;

@@ -33,7 +33,7 @@ struct Pipe {
   size_t begin = 0, scan = 0, end = 0;
   uint64_t pass_remaining = 0;   // rest of a message being streamed through unexamined
   bool reading = false, writing = false, closed = false;
-  bool held = false;             // frontend only: the message at scan, whole, waits for its snapshot
+  // While the session's hold is active, the front pipe's message at scan (whole) waits for it.
   uint64_t discard = 0;          // frontend only: the message at scan is dropped once what precedes it is written
   bool eof = false;              // backend only: the server closed; relay what it sent, then close
   std::string inject;            // bytes predrop itself sends before going on
@@ -97,7 +97,8 @@ class Session : public std::enable_shared_from_this<Session> {
   ScanResult scan(Pipe& p);
   // forward: relay it; hold: it waits, whole, at scan; swallow: remove it; stop: the pipe reads no more.
   enum class Verdict { forward, hold, swallow, stop };
-  Verdict judge_frontend(Pipe& p, const char* msg, size_t total);
+  // msg: the whole message, or for a Parse or Bind past limits.max_inspect_bytes its first bytes.
+  Verdict judge_frontend(std::string_view msg, uint64_t total);
   Verdict judge_backend(Pipe& p, char* msg, size_t& total);
   void remove_message(Pipe& p, size_t total);
   void shrink_message(Pipe& p, size_t total, size_t new_total);
@@ -118,6 +119,7 @@ class Session : public std::enable_shared_from_this<Session> {
   static void on_back_readable(void* s, const boost::system::error_code& ec) {
     static_cast<Session*>(s)->on_readable(static_cast<Session*>(s)->back_, ec);
   }
+  bool held(const Pipe& p) const { return !p.backend && hold_.active(); }
   Transport& source(Pipe& p) { return p.backend ? *upstream_ : client_; }
   Transport& sink(Pipe& p) { return p.backend ? client_ : *upstream_; }
 
