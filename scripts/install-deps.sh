@@ -8,26 +8,29 @@
 set -euo pipefail
 what=${1:-test}
 
-# Building and running predrop: the toolchain, the libraries it links, and what scripts/run.sh and
-# scripts/pg-cluster.sh use for the throwaway cluster (PostgreSQL 15 server and client, openssl for
-# its certificate, python3 for a free port). deploy/Dockerfile's build stage installs a subset of this.
+# Building and running predrop: the toolchain, the libraries it links, curl for libpg_query 17's
+# source (scripts/build-pg-query.sh: Debian 12's libpg-query-dev has PostgreSQL 15's grammar), and
+# what scripts/run.sh and scripts/pg-cluster.sh use for the throwaway cluster (PostgreSQL 15 server
+# and client, openssl for its certificate, python3 for a free port). deploy/Dockerfile's build stage
+# installs a subset of this.
 PKGS=(
-  build-essential cmake ninja-build ccache pkg-config
-  libboost1.81-dev libssl-dev libpq-dev libpg-query-dev libprotobuf-c-dev
+  build-essential cmake ninja-build ccache pkg-config curl ca-certificates
+  libboost1.81-dev libssl-dev libpq-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   postgresql-15 postgresql-client-15 openssl python3
 )
 # Only the tests and the bench: gtest (tests/CMakeLists.txt), the real clients (psycopg2 with
 # SQLAlchemy and pandas, pgjdbc; node-postgres comes from npm), pgbouncer, clang for the fuzz phase,
-# promtool and PyYAML for the deployment checks, curl for /metrics, systemd-analyze for the unit,
-# Chromium for the HTML report's screenshot, pgrep (procps) and column (bsdextrautils).
+# promtool and PyYAML for the deployment checks, systemd-analyze for the unit, Chromium for the
+# HTML report's screenshot, pgrep (procps) and column (bsdextrautils), debootstrap for the Debian 13
+# root PostgreSQL 17 runs from (scripts/debian-root.sh).
 TEST_PKGS=(
   libgtest-dev libgmock-dev
   pgbouncer
   python3-psycopg2 python3-sqlalchemy python3-pandas python3-yaml
   openjdk-17-jdk-headless libpostgresql-jdbc-java
   clang libclang-rt-14-dev
-  prometheus chromium curl systemd procps bsdextrautils
+  prometheus chromium systemd procps bsdextrautils debootstrap
 )
 
 case "$what" in
