@@ -191,6 +191,9 @@ if [ -x "$bin" ]; then
   while read -r lib _ path _; do resolved[$lib]=$path; done < <(ldd "$bin" | awk '/=>/')
   needed=$(objdump -p "$bin" | awk '$1 == "NEEDED" {print $2}')
   for lib in $needed; do
+    # The dynamic loader itself (NEEDED once libpg_query's thread-local storage is linked in) is
+    # libc6's, and ldd prints it without "=>".
+    [[ $lib == ld-linux-* ]] && { echo "  $lib <- libc6"; continue; }
     path=${resolved[$lib]:-not}
     if [ "$path" = "not" ]; then fail "ldd: $lib not found"; continue; fi
     pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1) || true
