@@ -4,7 +4,9 @@
 # no SQL/JSON constructors); Debian 13's source package, 17-6.1.0, is on the same mirror. The
 # prefix holds the static library and the headers predrop includes (pg_query.h, the protobuf-c
 # header of the scan output and protobuf-c's own, whose code is inside the library), so nothing
-# of it is needed at run time.
+# of it is needed at run time. The mirror serves the package's orig tarball but not its .dsc or
+# debian.tar.xz (both answer 404), so the tarball is built as released upstream, with the upstream
+# Makefile; the checksum below is the one Debian's Sources index gives for it.
 #
 # Run by CMake at configure time (CMakeLists.txt), so every build directory (normal, ASan, TSan,
 # fuzz) links the same library. The build happens once per machine: the prefix carries a stamp of
