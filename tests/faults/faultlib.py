@@ -1,6 +1,6 @@
 """Helpers of the fault-injection tests (tests/faults/), on top of tests/hold/holdlib.py.
 
-    cl = Cluster(h.work + "/store")     # a private PostgreSQL 15 cluster, to stop and start at will
+    cl = Cluster(h.work + "/store")     # a private cluster (PG_MAJOR's version), to stop and start at will
     cl.stop("immediate"); cl.start()
     hist = HoldHistogram(h)             # predrop_hold_duration_seconds before/after a drop
     relay = Relay(port, upstream_port)  # a byte relay to kill and restart (an unreachable database)
@@ -20,7 +20,6 @@ SOURCE = os.environ.get("PREDROP_SOURCE_DIR") or os.path.abspath(os.path.join(HE
 sys.path.insert(0, os.path.join(SOURCE, "tests", "hold"))
 import holdlib  # noqa: E402,F401
 
-PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
 # Every fault below lasts seconds (a 5 s trigger, a lock held until released, a 2 s connect
 # timeout), so a hold that ends within a second proves predrop gave up at its timeout. The 600 ms of
 # slack is for the event loop under ASan next to another heavy test (562 ms was seen with 100 ms of
@@ -33,15 +32,10 @@ HOLD_BOUND_S = HOLD_BOUND_MS / 1000
 CLIENT_SLACK_MS = int(os.environ.get("HOLD_SLACK_MS", "1500"))
 
 
-def as_owner(cmd):
-    """PostgreSQL refuses to run as root: run as the cluster's owner (pg-cluster.sh does the same)."""
-    if os.getuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-
-
 class Cluster:
-    """A throwaway cluster of this test's own (pg-cluster.sh), so it can be killed and restarted."""
+    """A throwaway cluster of this test's own (pg-cluster.sh), so it can be killed and restarted.
+
+    It is the version of the tests' cluster: PG_MAJOR, from that cluster's env file."""
 
     def __init__(self, directory):
         self.dir = directory
@@ -69,7 +63,9 @@ class Cluster:
         return s
 
     def pg_ctl(self, *args):
-        r = as_owner([os.path.join(PGBIN, "pg_ctl"), "-D", self.data, "-w", "-t", "60"] + list(args))
+        # The cluster's own pg_ctl (a PostgreSQL 17 one runs in its Debian 13 root), as its owner.
+        r = subprocess.run([os.path.join(SOURCE, "scripts", "pg-cluster.sh"), "ctl", self.dir, "-w", "-t", "60"]
+                           + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError("pg_ctl %s: %s" % (" ".join(args), r.stdout))
 
