@@ -12,7 +12,7 @@ export CCACHE_MAXSIZE := 5G
 DEPS = test
 CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all build build-tests run test bench clean
+.PHONY: all build build-tests run test bench deb clean
 
 all: build
 
@@ -39,6 +39,13 @@ test: build-tests
 bench: DEPS = bench
 bench: build-tests
 	@./scripts/bench.sh $(BUILD_DIR)
+
+# The Debian package $(BUILD_DIR)/predrop_VERSION_ARCH.deb from the predrop target (scripts/build-deb.sh).
+deb:
+	@./scripts/install-deps.sh deb
+	@$(CONFIGURE) -DBUILD_TESTING=OFF >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target predrop
+	@./scripts/build-deb.sh $(BUILD_DIR)/cli/predrop $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) build-asan build-tsan build-fuzz

@@ -4,6 +4,7 @@
 #   install-deps.sh test    `make test`: PKGS and TEST_PKGS, and node/npm
 #   install-deps.sh bench   `make bench`: the same as test (it builds the test targets, e.g.
 #                           rename_quality, and runs pgbouncer, pgbench and the psycopg2 soak)
+#   install-deps.sh deb     `make deb`: PKGS and DEB_PKGS
 # Debian's packaged cluster is not used: tests and `make run` start their own (scripts/pg-cluster.sh).
 set -euo pipefail
 what=${1:-test}
@@ -32,11 +33,15 @@ TEST_PKGS=(
   clang libclang-rt-14-dev
   prometheus chromium systemd procps bsdextrautils debootstrap
 )
+# The Debian package (scripts/build-deb.sh): dpkg-deb and dpkg-shlibdeps, help2man for the man
+# page. The tests build and install it, so test and bench have them too.
+DEB_PKGS=(dpkg-dev help2man)
 
 case "$what" in
   run) wanted=("${PKGS[@]}") ;;
-  test|bench) wanted=("${PKGS[@]}" "${TEST_PKGS[@]}") ;;
-  *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
+  test|bench) wanted=("${PKGS[@]}" "${TEST_PKGS[@]}" "${DEB_PKGS[@]}") ;;
+  deb) wanted=("${PKGS[@]}" "${DEB_PKGS[@]}") ;;
+  *) echo "usage: $0 run|test|bench|deb" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -53,7 +58,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Any node/npm on PATH will do (nvm, NodeSource); Debian's only when there is none.
-if [ "$what" != run ] && ! command -v npm >/dev/null; then
+if { [ "$what" = test ] || [ "$what" = bench ]; } && ! command -v npm >/dev/null; then
   echo "install-deps: node/npm missing, installing nodejs"
   apt_update_once
   $SUDO apt-get install -y -qq nodejs npm >/dev/null
