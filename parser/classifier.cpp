@@ -48,6 +48,12 @@ bool Facts::unresolved() const {
   return false;
 }
 
+bool Facts::unparsed() const {
+  for (const auto& s : statements)
+    if (s.unparsed) return true;
+  return false;
+}
+
 bool Facts::touches_search_path() const {
   for (const auto& s : statements)
     if (s.search_path) return true;

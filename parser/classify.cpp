@@ -16,8 +16,14 @@
 //   the path that later names resolve against is then unknown. UPDATE pg_settings likewise.
 // - Names qualified with pg_temp / pg_temp_N are temporary and dropped from the targets; a
 //   statement whose targets were all temporary is marked temporary.
+// - ALTER TABLE subcommands that rewrite the table but keep its shape (columns, types, order)
+//   are no target: SET EXPRESSION (PostgreSQL 17) recomputes a generated column from the columns
+//   that stay, like DROP EXPRESSION and SET DEFAULT; SET ACCESS METHOD like SET TABLESPACE.
+// - A text the parser rejects is classified by the scanner fallback (fallback.cpp).
+#include "parser/classify_parts.hpp"
 #include "parser/identifiers.hpp"
 #include "parser/parser.hpp"
+#include "parser/scan.hpp"
 
 #include <pg_query.h>
 #include <pg_query/pg_query.pb-c.h>
@@ -63,13 +69,7 @@ const json& items_of(const json& obj, const char* key) {
   return v && v->is_array() ? *v : empty;
 }
 
-bool is_temp_schema(std::string_view schema) {
-  if (schema == "pg_temp") return true;
-  if (schema.substr(0, 8) != "pg_temp_" || schema.size() == 8) return false;
-  for (char c : schema.substr(8))
-    if (c < '0' || c > '9') return false;
-  return true;
-}
+using detail::is_temp_schema;
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -473,96 +473,44 @@ void compute_fingerprint(const std::string& sql, Facts& facts) {
 
 }  // namespace
 
-namespace {
+namespace detail {
 
-bool literal_token(int token) {
-  return token == PG_QUERY__TOKEN__SCONST || token == PG_QUERY__TOKEN__USCONST || token == PG_QUERY__TOKEN__BCONST ||
-         token == PG_QUERY__TOKEN__XCONST;
+bool is_temp_schema(std::string_view schema) {
+  if (schema == "pg_temp") return true;
+  if (schema.substr(0, 8) != "pg_temp_" || schema.size() == 8) return false;
+  for (char c : schema.substr(8))
+    if (c < '0' || c > '9') return false;
+  return true;
 }
 
-// pg_query_normalize keeps comments, and the string literals of utility statements it does not
-// walk (COMMENT ON … IS '…', CREATE SUBSCRIPTION … CONNECTION '…', OPTIONS (password '…')).
-// The scanner finds both: comments are dropped, leftover literals become further $n. Text that
-// cannot be scanned is withheld whole rather than stored with a literal in it.
-std::string redact_leftovers(const std::string& normalized) {
-  static const std::string kWithheld = "<statement text withheld: it could not be scanned for literals>";
-  PgQueryScanResult scan = pg_query_scan(normalized.c_str());
-  if (scan.error) {
-    pg_query_free_scan_result(scan);
-    return kWithheld;
-  }
-  PgQuery__ScanResult* result =
-      pg_query__scan_result__unpack(nullptr, scan.pbuf.len, reinterpret_cast<const uint8_t*>(scan.pbuf.data));
-  pg_query_free_scan_result(scan);
-  if (!result) return kWithheld;
-  int next_param = 1;
-  for (size_t i = 0; i < result->n_tokens; ++i) {
-    const PgQuery__ScanToken* t = result->tokens[i];
-    if (t->token == PG_QUERY__TOKEN__PARAM && t->end > t->start + 1)
-      next_param = std::max(next_param, std::atoi(normalized.c_str() + t->start + 1) + 1);
-  }
-  std::string out;
-  size_t copied = 0;
-  for (size_t i = 0; i < result->n_tokens; ++i) {
-    const PgQuery__ScanToken* t = result->tokens[i];
-    const bool comment = t->token == PG_QUERY__TOKEN__SQL_COMMENT || t->token == PG_QUERY__TOKEN__C_COMMENT;
-    if (!comment && !literal_token(t->token)) continue;
-    size_t start = static_cast<size_t>(t->start);
-    // The scanner reports some literals (U&'…') with an empty extent: they run to the next token.
-    size_t end = static_cast<size_t>(t->end);
-    if (end <= start) {
-      end = i + 1 < result->n_tokens ? static_cast<size_t>(result->tokens[i + 1]->start) : normalized.size();
-      while (end > start && std::isspace(static_cast<unsigned char>(normalized[end - 1]))) --end;
-    }
-    if (start < copied || end > normalized.size()) {
-      pg_query__scan_result__free_unpacked(result, nullptr);
-      return kWithheld;
-    }
-    out.append(normalized, copied, start - copied);
-    if (comment) {
-      const bool glue = !out.empty() && !std::isspace(static_cast<unsigned char>(out.back())) && end < normalized.size() &&
-                        !std::isspace(static_cast<unsigned char>(normalized[end]));
-      if (glue) out += ' ';
-    } else {
-      out += "$" + std::to_string(next_param++);
-    }
-    copied = end;
-  }
-  pg_query__scan_result__free_unpacked(result, nullptr);
-  out.append(normalized, copied, std::string::npos);
-  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
-  size_t lead = 0;
-  while (lead < out.size() && std::isspace(static_cast<unsigned char>(out[lead]))) ++lead;
-  return out.substr(lead);
-}
-
-}  // namespace
-
-Facts classify_uncached(std::string_view sql_view) {
-  Facts facts;
-  const std::string sql(sql_view);  // libpg_query wants a NUL-terminated string
+std::optional<std::string> parse_statements(const std::string& sql, std::vector<Statement>& out) {
   PgQueryParseResult parsed = pg_query_parse(sql.c_str());
   if (parsed.error) {
-    facts.parse_error = true;
-    facts.error_message = parsed.error->message ? parsed.error->message : "parse error";
+    std::string message = parsed.error->message ? parsed.error->message : "parse error";
     pg_query_free_parse_result(parsed);
-    return facts;
+    return message;
   }
   json tree = json::parse(parsed.parse_tree ? parsed.parse_tree : "{}", nullptr, false);
   pg_query_free_parse_result(parsed);
-  if (tree.is_discarded()) {  // cannot happen with a sane libpg_query; fail soundly
-    facts.parse_error = true;
-    facts.error_message = "libpg_query produced unreadable JSON";
-    return facts;
-  }
+  if (tree.is_discarded()) return "libpg_query produced unreadable JSON";  // cannot happen with a sane libpg_query
   for (const json& raw : items_of(tree, "stmts")) {
     Statement st;
     if (const json* node = child(raw, "stmt")) StatementWalker(st).walk(*node);
-    facts.statements.push_back(std::move(st));
+    out.push_back(std::move(st));
   }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+Facts classify_uncached(std::string_view sql_view) {
+  // libpg_query wants a NUL-terminated string and reads up to the first NUL.
+  const std::string sql(sql_view.substr(0, sql_view.find('\0')));
+  Facts facts;
+  if (auto error = detail::parse_statements(sql, facts.statements)) return detail::classify_fallback(sql, std::move(*error));
 
   PgQueryNormalizeResult norm = pg_query_normalize(sql.c_str());
-  if (!norm.error && norm.normalized_query) facts.normalized = redact_leftovers(norm.normalized_query);
+  if (!norm.error && norm.normalized_query) facts.normalized = detail::redact_literals(norm.normalized_query, false);
   pg_query_free_normalize_result(norm);
 
   if (facts.destroys() || facts.unresolved()) compute_fingerprint(sql, facts);

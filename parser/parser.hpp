@@ -65,18 +65,28 @@ struct Statement {
   std::string savepoint;                        // savepoint / release / rollback_to: the savepoint name
   bool unresolved_risk = false;                 // DO, EXECUTE, CALL, a function that may DROP: cannot be seen
   bool temporary = false;                       // targets only temporary objects (ignored by design)
+  // The parser rejects it and its targets cannot be read from its tokens, yet it holds a keyword
+  // of the prefilter's (DROP, ALTER, TRUNCATE, DO …): the ledger gets an `unparsed` row.
+  bool unparsed = false;
 };
 
 struct Facts {
   std::vector<Statement> statements;
-  bool parse_error = false;        // libpg_query could not parse: relay untouched, count it
-  std::string error_message;
-  std::string fingerprint;         // pg_query_fingerprint hex, set when anything is destructive or unresolved
+  // libpg_query rejected the whole text. The statements then come from the scanner fallback
+  // (fallback.cpp): the text split with libpg_query's scanner, each statement parsed alone, and
+  // a statement that still does not parse read from its tokens (DROP/TRUNCATE/ALTER TABLE name
+  // lists) or marked unparsed. Their indexes are the text's statements as the scanner splits them.
+  bool parse_error = false;
+  std::string error_message;       // the parser's message for the whole text
+  std::string fingerprint;         // set when anything is destructive, unresolved or unparsed: pg_query_fingerprint
+                                   // hex, or for a text the parser rejects a hash of its tokens (literals left out)
   std::string normalized;          // pg_query_normalize, then every leftover literal replaced by $n and comments
-                                   // dropped: what the ledger stores; never holds a literal or a password
+                                   // dropped: what the ledger stores; never holds a literal or a password. For a
+                                   // text the parser rejects: every literal and number replaced on its tokens
 
   bool destroys() const;           // any statement has targets
   bool unresolved() const;         // any statement is unresolved risk
+  bool unparsed() const;           // any statement is unparsed
   bool touches_search_path() const;
 };
 
@@ -91,7 +101,7 @@ struct ClassifierStats {
   uint64_t prefiltered = 0;   // never parsed: may_matter() said no
   uint64_t parsed = 0;        // full parse (cache miss)
   uint64_t cache_hit = 0;
-  uint64_t parse_error = 0;
+  uint64_t parse_error = 0;   // libpg_query rejected the whole text (the scanner fallback classified it)
 };
 
 // Parse cache keyed by statement text (LRU, bounded by entry count). Thread-safe.

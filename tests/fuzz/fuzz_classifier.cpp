@@ -1,12 +1,14 @@
 // libFuzzer target for the parser: arbitrary bytes through the prefilter, the classifier and the
 // search_path splitter. Beyond "no crash, no sanitizer report" it checks the property the
 // proxy relies on: anything the classifier reports (other than transaction control) must have
-// passed may_matter(), or the prefilter would hide a destructive statement.
+// passed may_matter(), or the prefilter would hide a destructive statement; and a DROP appended
+// to any input is found or reported unparsed, never lost (the scanner fallback's promise).
 #include "parser/parser.hpp"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 using namespace predrop::parser;
@@ -23,11 +25,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   }
   if (facts.parse_error && facts.error_message.empty()) std::abort();
-  if (!facts.fingerprint.empty() != (facts.destroys() || facts.unresolved())) std::abort();
+  if (!facts.fingerprint.empty() != (facts.destroys() || facts.unresolved() || facts.unparsed())) std::abort();
+  if (facts.unparsed() && !facts.parse_error) std::abort();  // only the scanner fallback reports it
+  if ((facts.unparsed() || facts.destroys()) && !passes) {
+    std::fprintf(stderr, "prefilter unsound: an unparsed or destructive statement in text may_matter() rejects\n");
+    std::abort();
+  }
   for (const Statement& s : facts.statements) {
     for (const Target& t : s.targets) {
       if (to_string(t.kind).empty() || destroy_kind_from_string(to_string(t.kind)) != t.kind) std::abort();
       if (t.kind != DestroyKind::drop_owned && t.relation.name.empty()) std::abort();
+    }
+  }
+
+  // The same bytes with a DROP appended: most inputs are not SQL, so this drives the scanner
+  // fallback (split, per-statement parse, names read from tokens). The DROP is its own statement
+  // whenever the input scans and leaves no '(' open, and must then be found.
+  {
+    const std::string sql = std::string(text.substr(0, text.find('\0'))) + "\n;DROP TABLE fuzz_sentinel";
+    const Facts with_drop = classify_uncached(sql);
+    bool found = false;
+    for (const Statement& s : with_drop.statements)
+      for (const Target& t : s.targets) found = found || t.relation.name == "fuzz_sentinel";
+    if (!found && !with_drop.unparsed()) {
+      std::fprintf(stderr, "a DROP after the input was neither found nor reported unparsed\n");
+      std::abort();
     }
   }
 

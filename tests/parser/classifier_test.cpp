@@ -76,7 +76,8 @@ TEST(Classifier, ParseErrorsAreCountedAndCached) {
   ASSERT_NE(f, nullptr);
   EXPECT_TRUE(f->parse_error);
   EXPECT_FALSE(f->error_message.empty());
-  EXPECT_TRUE(f->statements.empty());
+  ASSERT_EQ(f->statements.size(), 1u);
+  EXPECT_TRUE(f->statements[0].unparsed);  // a DROP TABLE without a name: the fallback cannot read it
   c.classify("DROP TABLE");
   const auto s = c.stats();
   EXPECT_EQ(s.parse_error, 1u);
@@ -178,13 +179,27 @@ TEST(Facts, TextAfterNulIsIgnoredLikeTheServer) {
   EXPECT_EQ(f.statements[0].targets[0].relation.name, "a");
 }
 
-TEST(Facts, ParseErrorHasMessageAndNoStatements) {
-  Facts f = classify_uncached("DROP TABL a");
+TEST(Facts, ParseErrorHasMessageAndAnUnparsedStatement) {
+  Facts f = classify_uncached("DROP TABL a -- the typo\n WHERE x = 'secret' AND y = 42");
   EXPECT_TRUE(f.parse_error);
   EXPECT_NE(f.error_message.find("syntax error"), std::string::npos) << f.error_message;
-  EXPECT_TRUE(f.statements.empty());
-  EXPECT_TRUE(f.fingerprint.empty());
-  EXPECT_TRUE(f.normalized.empty());
+  ASSERT_EQ(f.statements.size(), 1u);
+  EXPECT_TRUE(f.statements[0].unparsed);
+  EXPECT_TRUE(f.statements[0].targets.empty());
+  EXPECT_EQ(f.fingerprint.size(), 16u);
+  EXPECT_EQ(f.normalized, "DROP TABL a \n WHERE x = $1 AND y = $2");
+  // Constants do not change the fingerprint, words do.
+  EXPECT_EQ(classify_uncached("drop tabl A WHERE x = 'other' AND y = 7").fingerprint, f.fingerprint);
+  EXPECT_NE(classify_uncached("DROP TABL b WHERE x = 'secret' AND y = 42").fingerprint, f.fingerprint);
+}
+
+TEST(Facts, UnscannableTextWithAKeywordIsUnparsedAndWithheld) {
+  Facts f = classify_uncached("SELECT 'abc; DROP TABLE a");
+  EXPECT_TRUE(f.parse_error);
+  ASSERT_EQ(f.statements.size(), 1u);
+  EXPECT_TRUE(f.statements[0].unparsed);
+  EXPECT_FALSE(f.fingerprint.empty());
+  EXPECT_EQ(f.normalized.find("abc"), std::string::npos) << f.normalized;
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ inline std::vector<std::string> render_facts(const Facts& f) {
     }
     if (s.unresolved_risk) lines.push_back(n + "unresolved");
     if (s.temporary) lines.push_back(n + "temporary");
+    if (s.unparsed) lines.push_back(n + "unparsed");
   }
   return lines;
 }

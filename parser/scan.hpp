@@ -1,0 +1,39 @@
+// libpg_query's scanner as a token list, shared by the ledger's text redaction (classify.cpp)
+// and the fallback for text the parser rejects (fallback.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace predrop::parser::detail {
+
+struct Token {
+  int token = 0;          // PgQuery__Token value (a keyword's own value, IDENT, SCONST, ';' …)
+  int keyword_kind = 0;   // PgQuery__KeywordKind: 0 is no keyword
+  size_t start = 0;       // byte offsets into the scanned text
+  size_t end = 0;
+};
+
+// Every token of text, comments included; nullopt when the scanner rejects the text (an
+// unterminated literal, quoted identifier or comment).
+std::optional<std::vector<Token>> scan(const std::string& text);
+
+bool is_comment(const Token& t);
+// SCONST, USCONST, BCONST, XCONST; with numbers also ICONST and FCONST.
+bool is_literal(const Token& t, bool numbers);
+
+// Comments dropped and literals replaced by $n (numbered after the highest $n already in the
+// text). Used on pg_query_normalize's output (numbers = false: it replaced the constants it
+// walks, and type modifiers such as varchar(10) stay readable) and, with numbers = true, on text
+// the parser rejects. Text the scanner rejects is withheld whole.
+std::string redact_literals(const std::string& text, bool numbers);
+
+// Whether the pieces of text the classifier reports (destructive statements, unresolved risk,
+// search_path changes) can be among these tokens: the prefilter's keywords, but as tokens, so a
+// word inside a literal, a comment or a longer identifier does not count.
+bool has_reportable_token(const std::string& text, const std::vector<Token>& tokens, size_t begin, size_t end);
+
+}  // namespace predrop::parser::detail
