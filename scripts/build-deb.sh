@@ -5,7 +5,7 @@
 # The tree is staged here and packed with `dpkg-deb --root-owner-group`; Depends comes from
 # dpkg-shlibdeps on the staged binary (plus passwd, which the postinst's useradd is from: it is not
 # a shared library and not essential). Needs dpkg-dev and help2man (scripts/install-deps.sh deb).
-#   PREDROP_DEB_MAINTAINER   the Maintainer field
+#   PREDROP_DEB_MAINTAINER   the Maintainer field (default: the last commit's author)
 #   SOURCE_DATE_EPOCH        file times and the changelog date (default: the last commit's time)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +25,8 @@ cmake_version=$(sed -n 's/^project(predrop VERSION \([0-9.]*\).*/\1/p' "$root/CM
 [ "$version" = "$cmake_version" ] || {
   echo "build-deb: $bin is version $version, CMakeLists.txt says $cmake_version (rebuild it)" >&2; exit 1; }
 arch=$(dpkg --print-architecture)
-maintainer=${PREDROP_DEB_MAINTAINER:-predrop developers <predrop@localhost>}
+maintainer=${PREDROP_DEB_MAINTAINER:-$(git -C "$root" log -1 --format='%an <%ae>' 2>/dev/null || true)}
+[ -n "$maintainer" ] || { echo "build-deb: no git author to name as Maintainer; set PREDROP_DEB_MAINTAINER" >&2; exit 1; }
 : "${SOURCE_DATE_EPOCH:=$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}"
 export SOURCE_DATE_EPOCH
 
@@ -35,7 +36,8 @@ pkg=$work/pkg
 umask 022
 install -d "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/usr/share/man/man1" "$pkg/usr/share/doc/predrop" \
   "$pkg/usr/share/predrop/migrations" "$pkg/usr/share/predrop/sql" "$pkg/usr/share/predrop/grafana" \
-  "$pkg/usr/share/predrop/prometheus" "$pkg/lib/systemd/system" "$pkg/etc/predrop"
+  "$pkg/usr/share/predrop/prometheus" "$pkg/usr/share/lintian/overrides" "$pkg/lib/systemd/system" \
+  "$pkg/etc/predrop"
 
 # ---- files -------------------------------------------------------------------------------------
 strip --strip-unneeded --remove-section=.comment --remove-section=.note -o "$pkg/usr/bin/predrop" "$bin"
@@ -49,6 +51,8 @@ install -m 0644 "$root/deploy/prometheus/predrop-alerts.yml" "$pkg/usr/share/pre
 install -m 0644 "$root/deploy/systemd/predrop.yaml" "$pkg/etc/predrop/predrop.yaml"
 # Secrets: systemd reads it as root before dropping to the service user.
 install -m 0600 "$root/deploy/systemd/predrop.env" "$pkg/etc/predrop/predrop.env"
+echo "predrop: non-standard-file-perm 0600 != 0644 [etc/predrop/predrop.env]" >"$pkg/usr/share/lintian/overrides/predrop"
+chmod 0644 "$pkg/usr/share/lintian/overrides/predrop"
 
 # The unit of deploy/systemd with the package's paths and its static user: the manual install's
 # header is replaced, /usr/local/bin becomes /usr/bin, and DynamicUser goes (the postinst creates
@@ -61,12 +65,13 @@ unit=$pkg/lib/systemd/system/predrop.service
   echo "# man predrop; dashboards and alerts: /usr/share/predrop; the capture role: /usr/share/predrop/sql."
   echo "#"
   sed -n '/^# `systemctl reload predrop`/,$p' "$root/deploy/systemd/predrop.service" \
-    | sed -e 's#/usr/local/bin/predrop#/usr/bin/predrop#g' -e '/^DynamicUser=/d'
+    | sed -e 's#/usr/local/bin/predrop#/usr/bin/predrop#g' -e '/^DynamicUser=/d' \
+          -e '/^Description=/a Documentation=man:predrop(1)'
 } >"$unit"
 chmod 0644 "$unit"
 grep -q '^ExecStart=/usr/bin/predrop serve --config /etc/predrop/predrop.yaml$' "$unit" \
   && grep -q '^User=predrop$' "$unit" && grep -q '^\[Unit\]$' "$unit" && ! grep -q '/usr/local' "$unit" \
-  && ! grep -q '^DynamicUser=' "$unit" \
+  && ! grep -q '^DynamicUser=' "$unit" && grep -q '^Documentation=man:predrop(1)$' "$unit" \
   || { echo "build-deb: deploy/systemd/predrop.service changed shape; the packaged unit is wrong:" >&2
        cat "$unit" >&2; exit 1; }
 
@@ -110,7 +115,7 @@ Comment: Built from the predrop repository; libpg_query (PostgreSQL's parser,
  BSD-3-Clause and the PostgreSQL License) is linked statically.
 
 Files: *
-Copyright: the predrop developers
+Copyright: $(date -u -d "@$SOURCE_DATE_EPOCH" +%Y) the predrop developers
 License: see the predrop repository
 EOF
 chmod 0644 "$pkg/usr/share/doc/predrop/copyright"
@@ -127,10 +132,9 @@ if [ "$1" = configure ]; then
   fi
 fi
 if [ "$1" = configure ] || [ "$1" = abort-upgrade ] || [ "$1" = abort-deconfigure ] || [ "$1" = abort-remove ]; then
-  if [ -x /usr/bin/deb-systemd-helper ]; then
-    deb-systemd-helper unmask predrop.service >/dev/null || true
-    deb-systemd-helper update-state predrop.service >/dev/null || true
-  fi
+  # deb-systemd-helper and deb-systemd-invoke are init-system-helpers', which is essential.
+  deb-systemd-helper unmask predrop.service >/dev/null || true
+  deb-systemd-helper update-state predrop.service >/dev/null || true
   if [ -d /run/systemd/system ]; then
     systemctl --system daemon-reload >/dev/null || true
     # An upgrade restarts a running service on the new binary; a new install starts nothing.
@@ -155,7 +159,7 @@ set -e
 if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
   systemctl --system daemon-reload >/dev/null || true
 fi
-if [ "$1" = purge ] && [ -x /usr/bin/deb-systemd-helper ]; then
+if [ "$1" = purge ]; then
   deb-systemd-helper purge predrop.service >/dev/null || true
 fi
 # The predrop user stays after a purge, as Debian's system users do: files it may own elsewhere
