@@ -3,8 +3,8 @@
 #   build-deb.sh BINARY OUTDIR
 # VERSION is the one the binary reports (`predrop --version`, CMake's project version compiled in).
 # The tree is staged here and packed with `dpkg-deb --root-owner-group`; Depends comes from
-# dpkg-shlibdeps on the staged binary (plus passwd, which the postinst's useradd is from: it is not
-# a shared library and not essential). Needs dpkg-dev and help2man (scripts/install-deps.sh deb).
+# dpkg-shlibdeps on the staged binary, plus the two commands that are not shared libraries and not
+# essential: passwd for the postinst's useradd, procps for the unit's ExecReload=/bin/kill. Needs dpkg-dev and help2man (scripts/install-deps.sh deb).
 #   PREDROP_DEB_MAINTAINER   the Maintainer field (default: the last commit's author)
 #   SOURCE_DATE_EPOCH        file times and the changelog date (default: the last commit's time)
 set -euo pipefail
@@ -127,7 +127,9 @@ cat >"$pkg/DEBIAN/postinst" <<'EOF'
 set -e
 if [ "$1" = configure ]; then
   if ! getent passwd predrop >/dev/null; then
-    useradd --system --user-group --home-dir /nonexistent --no-create-home \
+    # A group left from an earlier install is reused.
+    if getent group predrop >/dev/null; then group_opt="--gid predrop"; else group_opt=--user-group; fi
+    useradd --system $group_opt --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin --comment "predrop proxy" predrop
   fi
 fi
@@ -184,7 +186,7 @@ Version: $version
 Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_size
-Depends: $depends, passwd
+Depends: $depends, passwd, procps
 Section: database
 Priority: optional
 Description: PostgreSQL wire-protocol proxy that snapshots a table before it is dropped

@@ -103,6 +103,12 @@ envfile=$(unit_value EnvironmentFile); envfile=${envfile#-}
 [ "${pre[0]:-}" = /usr/bin/predrop ] && [ "${pre[1]:-}" = check-config ] || fail "ExecStartPre is '${pre[*]}'"
 [ "$envfile" = /etc/predrop/predrop.env ] || fail "EnvironmentFile='$envfile'"
 
+# Every command the unit runs is installed (ExecReload's /bin/kill is no library dpkg-shlibdeps sees).
+while read -r cmd; do
+  cmd=${cmd#[-@:+!]}; cmd=${cmd#[-@:+!]}
+  [ -x "$R$cmd" ] || fail "the unit runs $cmd, which the package's dependencies do not install"
+done < <(sed -n 's/^Exec[A-Za-z]*=\([^ ]*\).*/\1/p' "$R$unit")
+
 # The shipped files as they are, with the shipped env file's placeholders: ExecStartPre passes.
 as_unit_user=(setpriv --reuid="$user" --regid="${group:-$user}" --init-groups --no-new-privs --)
 unit_env() {  # EnvironmentFile's KEY=VALUE lines, as env(1) arguments (values may hold spaces)
@@ -172,6 +178,17 @@ kill -TERM "$pid"
 rc=0; wait "$pid" || rc=$?
 pid=""
 [ "$rc" -eq 0 ] || { tail -n 20 "$work/serve.log" >&2; fail "predrop exited $rc on SIGTERM"; }
+
+# ---- the maintainer scripts' other paths ---------------------------------------------------
+step "reinstall (postinst configure as an upgrade), remove, purge"
+in_root "$R" dpkg -i "$deb_in_root" >"$work/reinstall.log" 2>&1 || { cat "$work/reinstall.log" >&2; fail "dpkg -i over the installed package failed"; }
+grep -q "^PREDROP_LISTEN=127.0.0.1:$port$" "$R$envfile" || fail "the reinstall replaced the edited conffile $envfile"
+[ "$(chroot "$R" getent passwd "$user" | cut -d: -f3)" = "$uid" ] || fail "the reinstall changed user $user"
+in_root "$R" dpkg --remove predrop >"$work/remove.log" 2>&1 || { cat "$work/remove.log" >&2; fail "dpkg --remove failed"; }
+[ ! -e "$R/usr/bin/predrop" ] && [ ! -e "$R$unit" ] || fail "dpkg --remove left the binary or the unit"
+[ -f "$R/etc/predrop/predrop.yaml" ] || fail "dpkg --remove took the conffiles (only purge does)"
+in_root "$R" dpkg --purge predrop >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail "dpkg --purge failed"; }
+[ ! -e "$R/etc/predrop/predrop.yaml" ] && [ ! -e "$R$envfile" ] || fail "dpkg --purge left the conffiles"
 
 if [ "$failures" -gt 0 ]; then
   echo "--- predrop's log" >&2; tail -n 30 "$work/serve.log" >&2
