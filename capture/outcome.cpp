@@ -13,6 +13,7 @@ const char* to_string(SnapshotOutcome o) {
     case SnapshotOutcome::disabled: return "disabled";
     case SnapshotOutcome::deduplicated: return "deduplicated";
     case SnapshotOutcome::unresolved: return "unresolved";
+    case SnapshotOutcome::unparsed: return "unparsed";
   }
   return "unknown";
 }

@@ -18,8 +18,9 @@ enum class SnapshotOutcome : uint8_t {
   disabled,       // snapshots off or no capture configured: ledger row only
   deduplicated,   // the same shape was written within dedup_window_s
   unresolved,     // may destroy what no parser can see (DO, EXECUTE, CALL): ledger row only
+  unparsed,       // a statement the parser rejects whose targets its tokens do not show: ledger row only
 };
-inline constexpr size_t kSnapshotOutcomeCount = static_cast<size_t>(SnapshotOutcome::unresolved) + 1;
+inline constexpr size_t kSnapshotOutcomeCount = static_cast<size_t>(SnapshotOutcome::unparsed) + 1;
 
 // The text the ledger stores (and the metric label): never changes for an existing value.
 const char* to_string(SnapshotOutcome o);

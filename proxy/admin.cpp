@@ -144,6 +144,9 @@ std::string render_metrics(ProxyContext& ctx) {
           m.protocol_desync.load());
   counter(out, "predrop_unresolved_statements_total", "Statements that may destroy what no parser can see (DO, EXECUTE, CALL).",
           m.unresolved_statements.load());
+  counter(out, "predrop_unparsed_statements_total",
+          "Texts with a statement the parser rejects whose targets its tokens do not show (ledger row unparsed).",
+          m.unparsed_statements.load());
   counter(out, "predrop_uninspected_statements_total", "Statements larger than limits.max_inspect_bytes, relayed unclassified.",
           m.uninspected_large_statements.load());
   counter(out, "predrop_protocol_errors_total", "Protocol violations (bad lengths, bad startup packets).", m.protocol_errors.load());

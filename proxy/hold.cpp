@@ -277,7 +277,17 @@ void Session::record_ledger(capture::StatementContext context, SnapshotOutcome o
 }
 
 bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
-  if (facts->parse_error) return false;
+  // A text the parser rejects comes with the scanner fallback's facts: what it read is held
+  // below like any parsed target, and what it could not read leaves a trace here.
+  if (facts->unparsed()) {
+    metrics().unparsed_statements.fetch_add(1);
+    // The parser's message can quote a literal of the text: only the normalised text is logged.
+    std::string_view text = facts->normalized;
+    spdlog::warn("session {}: statement the parser rejects and whose targets cannot be read (fingerprint {}): "
+                 "relayed, recorded as unparsed: {}{}",
+                 client_addr_, facts->fingerprint, text.substr(0, 200), text.size() > 200 ? "…" : "");
+    record_ledger(statement_context(*facts), SnapshotOutcome::unparsed);
+  }
   if (facts->unresolved()) {
     metrics().unresolved_statements.fetch_add(1);
     spdlog::warn("session {}: statement may destroy what no parser can see (fingerprint {}): relayed, recorded as unresolved",

@@ -28,8 +28,9 @@ class Histogram {
 };
 
 using capture::SnapshotOutcome;
-// predrop_snapshots_total's outcomes, in the order it lists them. An unresolved statement is no
-// snapshot attempt: predrop_unresolved_statements_total counts it.
+// predrop_snapshots_total's outcomes, in the order it lists them. An unresolved or unparsed
+// statement is no snapshot attempt: predrop_unresolved_statements_total and
+// predrop_unparsed_statements_total count them.
 inline constexpr std::array<SnapshotOutcome, 8> kSnapshotMetricOutcomes{
     SnapshotOutcome::written,     SnapshotOutcome::table_missing, SnapshotOutcome::timeout,
     SnapshotOutcome::capture_error, SnapshotOutcome::store_error,   SnapshotOutcome::policy_skip,
@@ -44,6 +45,7 @@ struct Metrics {
   std::atomic<uint64_t> uninspected_large_statements{0};
   std::atomic<uint64_t> rejected_statements{0};
   std::atomic<uint64_t> unresolved_statements{0};
+  std::atomic<uint64_t> unparsed_statements{0};
   std::atomic<uint64_t> cancel_requests{0};
   std::atomic<uint64_t> copy_batched_in{0};    // COPY data phases read in batches, client → server
   std::atomic<uint64_t> copy_batched_out{0};   // and server → client
