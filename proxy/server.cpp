@@ -89,6 +89,21 @@ std::unique_ptr<asio::ssl::context> make_client_tls(const policy::ClientTls& t) 
   restrict_protocol(ctx->native_handle(), "tls", t.min_version, t.max_version, t.ciphers, t.ciphersuites);
   ctx->use_certificate_chain_file(t.cert_file);
   ctx->use_private_key_file(t.key_file.empty() ? t.cert_file : t.key_file, asio::ssl::context::pem);
+  // PostgreSQL 17 selects the ALPN protocol "postgresql" that libpq 17 offers, and psql shows it:
+  // predrop answers the same, so a client sees the handshake it would see direct. A client offering
+  // other protocols only is not refused (a PostgreSQL before 17 ignores ALPN altogether).
+  SSL_CTX_set_alpn_select_cb(
+      ctx->native_handle(),
+      [](SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned int inlen,
+         void*) -> int {
+        static const unsigned char kPostgresql[] = {10, 'p', 'o', 's', 't', 'g', 'r', 'e', 's', 'q', 'l'};
+        unsigned char* chosen = nullptr;
+        if (SSL_select_next_proto(&chosen, outlen, kPostgresql, sizeof kPostgresql, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+          return SSL_TLSEXT_ERR_NOACK;
+        *out = chosen;
+        return SSL_TLSEXT_ERR_OK;
+      },
+      nullptr);
   return ctx;
 }
 
