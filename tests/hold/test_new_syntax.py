@@ -60,8 +60,8 @@ CASES = [
      "SELECT 1_000_000, 0x1F, 0o17, 0b101",
      "ns_num"),
     ("grant_with_inherit", 160000,
-     "CREATE TABLE ns_grant (a int); CREATE ROLE ns_r1_TAG; CREATE ROLE ns_r2_TAG",
-     "GRANT ns_r1_TAG TO ns_r2_TAG WITH INHERIT FALSE",
+     "CREATE TABLE ns_grant (a int); CREATE ROLE ns_r1_@TAG@; CREATE ROLE ns_r2_@TAG@",
+     "GRANT ns_r1_@TAG@ TO ns_r2_@TAG@ WITH INHERIT FALSE",
      "ns_grant"),
     ("copy_default", 160000,
      "CREATE TABLE ns_copy (a int, b text DEFAULT 'd')",
@@ -94,13 +94,13 @@ def test(h):
     print("# server_version_num %d" % version)
     roles = []
     for name, _, setup, _, _ in CASES:
-        h.exec(setup.replace("TAG", tag))
-        roles += [w for w in setup.replace("TAG", tag).replace(";", " ").split() if w.startswith("ns_r")]
+        h.exec(setup.replace("@TAG@", tag))
+        roles += [w for w in setup.replace("@TAG@", tag).replace(";", " ").split() if w.startswith("ns_r")]
     h.exec("ANALYZE")
     h.start_predrop("--hold-timeout-ms", "10000")
     try:
         for name, since, _, statement, table in CASES:
-            statement = statement.replace("TAG", tag)
+            statement = statement.replace("@TAG@", tag)
             accepted, why = server_accepts(h, statement)
             h.check(accepted == (version >= since),
                     "%s: the server %s it alone (PostgreSQL %d, the form is from %d)"
