@@ -99,6 +99,14 @@ WRAP
   client_bin=$bin
 }
 
+# The mount point made in the root for DIR and its parents, each empty once the server (the last
+# process of its namespace) is gone; a directory of the root's own, one level under its /, is kept.
+forget_mount_point() {
+  [ "$PG_MAJOR" = 17 ] || return 0
+  local d=$dir
+  while [ "$(dirname "$d")" != / ] && rmdir "$pg_root$d" 2>/dev/null; do d=$(dirname "$d"); done
+}
+
 free_port() {
   python3 - <<'PY'
 import socket
@@ -159,15 +167,13 @@ stop)
   if [ -f "$dir/data/postmaster.pid" ]; then
     server pg_ctl -D "$dir/data" -m fast -w -t 60 stop >/dev/null || true
   fi
-  # The mount point made in the root for DIR and its parents, each empty once its namespace is gone
-  # (a directory of the root's own, one level under its /, is kept).
-  if [ "$PG_MAJOR" = 17 ]; then
-    d=$dir
-    while [ "$(dirname "$d")" != / ] && rmdir "$pg_root$d" 2>/dev/null; do d=$(dirname "$d"); done
-  fi
+  forget_mount_point
   ;;
 ctl)
-  server pg_ctl -D "$dir/data" "$@"
+  rc=0
+  server pg_ctl -D "$dir/data" "$@" || rc=$?
+  [ -f "$dir/data/postmaster.pid" ] || forget_mount_point
+  exit $rc
   ;;
 *) echo "usage: $0 start|stop|ctl DIR" >&2; exit 2;;
 esac
