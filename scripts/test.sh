@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# `make test`: start a throwaway PostgreSQL, run every ctest test against it (normal build, then
-# the ASan+UBSan build, then the concurrency tests under TSan, then the fuzz targets), and stop
-# PostgreSQL whatever happens. PREDROP_TEST_SANITIZERS=0, PREDROP_TEST_TSAN=0 and
-# PREDROP_TEST_FUZZ=0 skip a phase.
+# `make test`: start a throwaway PostgreSQL 15, run every ctest test against it (normal build, then
+# the ASan+UBSan build, then the concurrency tests under TSan, then the fuzz targets), then the
+# hold, capture, clients and evidence suites of the normal build again against a PostgreSQL 17
+# (Debian 13's, from a cached debootstrap root), and stop PostgreSQL whatever happens.
+# PREDROP_TEST_SANITIZERS=0, PREDROP_TEST_TSAN=0, PREDROP_TEST_FUZZ=0 and PREDROP_TEST_PG17=0 skip
+# a phase; PREDROP_PG17_CTEST_ARGS replaces the PostgreSQL 17 pass's selection.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=${JOBS:-2}
 work=$(mktemp -d /tmp/predrop-test.XXXXXX)
 chmod 0755 "$work"
-cleanup() { "$root/scripts/pg-cluster.sh" stop "$work/pg" || true; }
+cleanup() {
+  "$root/scripts/pg-cluster.sh" stop "$work/pg" || true
+  [ ! -d "$work/pg17" ] || "$root/scripts/pg-cluster.sh" stop "$work/pg17" || true
+}
 trap cleanup EXIT
 "$root/scripts/pg-cluster.sh" start "$work/pg" >/dev/null
 set -a; . "$work/pg/env"; set +a
@@ -102,6 +107,30 @@ if [ "${PREDROP_TEST_FUZZ:-1}" != 0 ]; then
         -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPREDROP_FUZZ=ON >/dev/null
   cmake --build "$root/build-fuzz" -j "$jobs" --target fuzz_targets
   run_phase fuzz "$root/build-fuzz" -L fuzz
+fi
+if [ "${PREDROP_TEST_PG17:-1}" != 0 ]; then
+  echo "== hold, capture, clients and evidence tests against PostgreSQL 17 =="
+  # The same suites, the same build, another server: the catalog and pg_stats reads, the relay and
+  # the clients' comparisons against what operators run today. Debian 12 has no PostgreSQL 17, so
+  # it comes from a Debian 13 root (built once, about 40 s, then cached); its client programs
+  # (pg_dump refuses a newer server) come first in PATH.
+  pg17_start=$(date +%s)
+  "$root/scripts/pg-cluster.sh" stop "$work/pg" || true
+  if PG_MAJOR=17 "$root/scripts/pg-cluster.sh" start "$work/pg17" >/dev/null; then
+    set -a; . "$work/pg17/env"; set +a
+    export PATH="$PG_CLIENT_BIN:$PATH"
+    echo "PostgreSQL 17 cluster up in $(( $(date +%s) - pg17_start )) s: $(psql -XAtc 'SELECT version()')"
+    if "$root/scripts/test-roles.sh"; then
+      run_phase pg17 "$BUILD_DIR" ${PREDROP_PG17_CTEST_ARGS:--L 'hold|capture|clients|evidence'}
+    else
+      status=1; failed_phases+=("pg17-roles")
+    fi
+    "$root/scripts/pg-cluster.sh" stop "$work/pg17" || true
+  else
+    echo "PostgreSQL 17 cluster did not start"
+    status=1; failed_phases+=("pg17-cluster")
+  fi
+  echo "PostgreSQL 17 phase: $(( $(date +%s) - pg17_start )) s"
 fi
 summarize
 exit $status
