@@ -62,24 +62,32 @@ mapfile -t would < <(sed -n 's/^Inst \([^ ]*\) .*/\1/p' "$R/tmp/apt-simulated.lo
 step "make run would install ${#would[@]} packages:"
 printf '%s\n' "${would[@]}" | column -c 100 2>/dev/null || printf '%s\n' "${would[@]}"
 
+# Sets, not `printf | grep -q`: grep -q leaves at its first match, and under pipefail the printf
+# it cut off (SIGPIPE, on a list longer than the pipe holds) would fail the test.
+declare -A in_plan=() in_run=() in_asked=()
+for p in "${would[@]}"; do in_plan[$p]=1; done
+for p in "${run_pkgs[@]}"; do in_run[$p]=1; done
+mapfile -t asked < <(sed -n 's/^apt-get .*install //p' "$R/tmp/apt-simulated.log" | tr ' ' '\n' | grep -v '^-' | grep -v '^$' | sort -u)
+for p in "${asked[@]}"; do in_asked[$p]=1; done
+
 # The run list does reach apt: each of its packages is installed or was already (a test of nothing
 # otherwise).
 for p in "${run_pkgs[@]}"; do
-  printf '%s\n' "${would[@]}" | grep -qx "$p" || chroot "$R" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' \
+  [ -n "${in_plan[$p]:-}" ] && continue
+  [ "$(chroot "$R" dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] \
     || fail "run package $p would not be installed"
 done
 # What install-deps.sh asked apt for, and what came with it: a test package may be a dependency of
 # a run package (procps is postgresql-common's), but never asked for.
-mapfile -t asked < <(sed -n 's/^apt-get .*install //p' "$R/tmp/apt-simulated.log" | tr ' ' '\n' | grep -v '^-' | grep -v '^$' | sort -u)
 for p in "${test_pkgs[@]}"; do
-  printf '%s\n' "${run_pkgs[@]}" | grep -qx "$p" && continue
-  if printf '%s\n' "${asked[@]}" | grep -qx "$p"; then
+  [ -n "${in_run[$p]:-}" ] && continue
+  if [ -n "${in_asked[$p]:-}" ]; then
     fail "make run asks for test-only package $p"
-  elif printf '%s\n' "${would[@]}" | grep -qx "$p"; then
+  elif [ -n "${in_plan[$p]:-}" ]; then
     echo "note: $p (in TEST_PKGS) comes in as a dependency of the run list"
   fi
 done
-bad=$(printf '%s\n' "${would[@]}" | grep -E '^(chromium|openjdk-|default-j(dk|re)|prometheus|python3-pandas|libgtest|libgmock|pgbouncer|clang|nodejs|npm$)' || true)
+bad=$(grep -E '^(chromium|openjdk-|default-j(dk|re)|prometheus|python3-pandas|libgtest|libgmock|pgbouncer|clang|nodejs|npm$)' <<<"$(printf '%s\n' "${would[@]}")" || true)
 [ -z "$bad" ] || fail "make run would install test tooling: $(echo $bad)"
 
 if [ "$failures" -gt 0 ]; then echo "$failures failure(s)" >&2; exit 1; fi
