@@ -109,6 +109,18 @@ while read -r cmd; do
   [ -x "$R$cmd" ] || fail "the unit runs $cmd, which the package's dependencies do not install"
 done < <(sed -n 's/^Exec[A-Za-z]*=\([^ ]*\).*/\1/p' "$R$unit")
 
+# The installed unit passes this machine's systemd-analyze (the root has no systemd), its binary and
+# man page those of the root, and stays as locked down as deploy/systemd's (tests/deploy/systemd_test.sh).
+if ! command -v systemd-analyze >/dev/null; then
+  fail "systemd-analyze not installed (apt-get install systemd): the installed unit cannot be verified"
+else
+  sed "s#/usr/bin/predrop#$R/usr/bin/predrop#g" "$R$unit" >"$work/predrop.service"
+  MANPATH=$R/usr/share/man systemd-analyze verify "$work/predrop.service" >"$work/verify.log" 2>&1 \
+    && ! grep -q 'predrop' "$work/verify.log" || { cat "$work/verify.log" >&2; fail "systemd-analyze verify of the installed unit"; }
+  systemd-analyze security --offline=yes --threshold=20 "$work/predrop.service" >"$work/security.log" 2>&1 \
+    || { grep -E '✗|exposure' "$work/security.log" >&2; fail "systemd-analyze security of the installed unit above 2.0"; }
+fi
+
 # The shipped files as they are, with the shipped env file's placeholders: ExecStartPre passes.
 as_unit_user=(setpriv --reuid="$user" --regid="${group:-$user}" --init-groups --no-new-privs --)
 unit_env() {  # EnvironmentFile's KEY=VALUE lines, as env(1) arguments (values may hold spaces)
