@@ -380,12 +380,23 @@ Facts classify_fallback(const std::string& sql, std::string parse_error) {
   facts.parse_error = true;
   facts.error_message = std::move(parse_error);
   facts.normalized = redact_literals(sql, true);
-  auto tokens = scan(sql);
+  std::optional<size_t> error_at;
+  auto tokens = scan(sql, &error_at);
   if (!tokens) {
     Statement st;
     st.unparsed = may_matter(sql);
     facts.statements.push_back(st);
-    if (st.unparsed) facts.fingerprint = token_fingerprint(sql, {Token{0, 0, 0, sql.size()}});
+    if (st.unparsed) {
+      // The tokens before the literal the scanner cannot end: its content (a password, say) must
+      // not go into a hash that could be tested against guesses.
+      std::vector<Token> before;
+      if (error_at && *error_at <= sql.size())
+        if (auto prefix = scan(sql.substr(0, *error_at)))
+          for (const Token& t : *prefix)
+            if (!is_comment(t)) before.push_back(t);
+      before.push_back(Token{0, 0, 0, 0});  // marks the unscannable rest, so the hash is never of nothing
+      facts.fingerprint = token_fingerprint(sql, before);
+    }
     return facts;
   }
   std::vector<Token> code;

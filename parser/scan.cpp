@@ -9,9 +9,19 @@
 
 namespace predrop::parser::detail {
 
-std::optional<std::vector<Token>> scan(const std::string& text) {
+std::optional<std::vector<Token>> scan(const std::string& text, std::optional<size_t>* error_offset) {
   PgQueryScanResult scanned = pg_query_scan(text.c_str());
   if (scanned.error) {
+    // cursorpos counts characters from 1; the text is UTF-8 (continuation bytes are 10xxxxxx).
+    if (error_offset && scanned.error->cursorpos > 0) {
+      const size_t want = static_cast<size_t>(scanned.error->cursorpos - 1);
+      size_t seen = 0, at = 0;
+      for (; at < text.size(); ++at) {
+        if ((static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) continue;
+        if (seen++ == want) break;
+      }
+      *error_offset = at;
+    }
     pg_query_free_scan_result(scanned);
     return std::nullopt;
   }

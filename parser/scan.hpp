@@ -18,8 +18,9 @@ struct Token {
 };
 
 // Every token of text, comments included; nullopt when the scanner rejects the text (an
-// unterminated literal, quoted identifier or comment).
-std::optional<std::vector<Token>> scan(const std::string& text);
+// unterminated literal, quoted identifier or comment), with *error_offset (when given) set to
+// the byte offset the scanner reports the error at (the start of that literal), if it does.
+std::optional<std::vector<Token>> scan(const std::string& text, std::optional<size_t>* error_offset = nullptr);
 
 bool is_comment(const Token& t);
 // SCONST, USCONST, BCONST, XCONST; with numbers also ICONST and FCONST.

@@ -27,6 +27,7 @@ COUNTERS_GAUGES = {
                                             "policy_skip", "disabled", "deduplicated"}},
     "predrop_rejected_statements_total": {},
     "predrop_unresolved_statements_total": {},
+    "predrop_unparsed_statements_total": {},
     "predrop_drop_outcomes_total": {"outcome": {"dropped", "not_dropped"}},
     "predrop_capture_pool_connections": {"state": {"idle", "busy"}},
     "predrop_config_reloads_total": {"result": {"ok", "failed"}},

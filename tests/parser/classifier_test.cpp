@@ -200,6 +200,17 @@ TEST(Facts, UnscannableTextWithAKeywordIsUnparsedAndWithheld) {
   EXPECT_TRUE(f.statements[0].unparsed);
   EXPECT_FALSE(f.fingerprint.empty());
   EXPECT_EQ(f.normalized.find("abc"), std::string::npos) << f.normalized;
+  // The fingerprint stops where the unterminated literal begins: its content is not hashed.
+  EXPECT_EQ(classify_uncached("SELECT 'other; DROP TABLE b").fingerprint, f.fingerprint);
+  EXPECT_EQ(classify_uncached("SELECT 'ü€; DROP TABLE b").fingerprint, f.fingerprint);
+  EXPECT_NE(classify_uncached("SELECT x, 'abc; DROP TABLE a").fingerprint, f.fingerprint);
+  EXPECT_NE(classify_uncached("DROP TABLE \"abc").fingerprint, f.fingerprint);
+  // The scanner reports the position in characters: multibyte ones before the literal must not cut
+  // the prefix short (inside the quoted name, which would leave nothing scannable to hash).
+  EXPECT_EQ(classify_uncached("SELECT \"ü€\", 'abc; DROP TABLE a").fingerprint,
+            classify_uncached("SELECT \"ü€\", 'xyz; DROP TABLE a").fingerprint);
+  EXPECT_NE(classify_uncached("SELECT \"ü€\", 'abc; DROP TABLE a").fingerprint,
+            classify_uncached("'abc; DROP TABLE a").fingerprint);
 }
 
 }  // namespace
