@@ -11,9 +11,10 @@
 # (inside the root too, with this machine's uid, so DIR's files belong to the same user on both sides).
 # It has SSL on with a self-signed certificate, trust for the OS superuser on 127.0.0.1,
 # and scram/md5 rules for the test roles, so that auth and TLS tests can run against it.
-# DIR/env also names PG_MAJOR and PG_CLIENT_BIN, the directory of that version's client programs
-# (psql, pg_dump, pg_restore, pgbench...): pg_dump refuses a server newer than itself, so whoever
-# tests against the cluster puts PG_CLIENT_BIN first in PATH (scripts/test.sh does).
+# DIR/env also names PG_MAJOR, PG_CLIENT_BIN, the directory of that version's client programs
+# (psql, pg_dump, pg_restore, pgbench...), and for 17 PG_DEBIAN_ROOT, the root it runs in. pg_dump
+# refuses a server newer than itself, so whoever tests against the cluster puts PG_CLIENT_BIN first
+# in PATH (scripts/test.sh does).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:?start|stop|ctl}; dir=${2:?cluster directory}
@@ -40,7 +41,9 @@ case "$PG_MAJOR" in
   if [ "$cmd" = start ]; then
     pg_root=$("$here/debian-root.sh" trixie trixie-pg17 postgresql-17)
   else
-    pg_root=$("$here/debian-root.sh" --path trixie-pg17)
+    # The root the cluster was started from, wherever the cache is now.
+    pg_root=$(sed -n 's/^PG_DEBIAN_ROOT=//p' "$dir/env" 2>/dev/null || true)
+    [ -n "$pg_root" ] || pg_root=$("$here/debian-root.sh" --path trixie-pg17)
   fi
   ;;
 *) echo "pg-cluster.sh: PG_MAJOR=$PG_MAJOR: only 15 and 17 are set up" >&2; exit 2;;
@@ -161,6 +164,7 @@ HBA
     echo "PG_SERVER_CERT=$dir/data/server.crt"
     echo "PG_MAJOR=$PG_MAJOR"
     echo "PG_CLIENT_BIN=$client_bin"
+    [ -z "${pg_root:-}" ] || echo "PG_DEBIAN_ROOT=$pg_root"
   } | tee "$dir/env"
   ;;
 stop)
