@@ -137,8 +137,10 @@ class TokenReader {
     } else {
       return std::nullopt;  // a reserved word, a literal, U&"…", punctuation
     }
+    name = truncate_identifier(std::move(name));
+    if (name.empty()) return std::nullopt;  // only invalid UTF-8 cuts to nothing; the server rejects it
     ++i_;
-    return truncate_identifier(std::move(name));
+    return name;
   }
 
   // [catalog.]schema.name; the catalog part is ignored, as the parse-tree walk ignores it.
@@ -419,7 +421,9 @@ Facts classify_fallback(const std::string& sql, std::string parse_error) {
       for (size_t k = piece.first; k < unread; ++k)
         if (code[k].token == kSemicolon) unread = k;
     }
-    st.unparsed = has_reportable_token(sql, code, unread, piece.last);
+    // The prefilter is what the proxy asks first: a keyword token it would not pass (DO right
+    // after a '$', which no valid statement has) cannot reach the proxy either.
+    st.unparsed = has_reportable_token(sql, code, unread, piece.last) && may_matter(sql);
     facts.statements.push_back(std::move(st));
   }
   if (facts.destroys() || facts.unresolved() || facts.unparsed()) facts.fingerprint = token_fingerprint(sql, code);

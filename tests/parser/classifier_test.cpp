@@ -193,6 +193,16 @@ TEST(Facts, ParseErrorHasMessageAndAnUnparsedStatement) {
   EXPECT_NE(classify_uncached("DROP TABL b WHERE x = 'secret' AND y = 42").fingerprint, f.fingerprint);
 }
 
+TEST(Facts, FallbackNeverReportsAnEmptyName) {
+  // Invalid UTF-8 (the server refuses it before parsing) cut to 63 bytes on a character boundary
+  // leaves nothing: the name is unreadable, found by fuzz_classifier.
+  Facts f = classify_uncached("DROP TABLE " + std::string(80, '\xb8') + " garbage");
+  EXPECT_TRUE(f.parse_error);
+  ASSERT_EQ(f.statements.size(), 1u);
+  EXPECT_TRUE(f.statements[0].targets.empty());
+  EXPECT_TRUE(f.statements[0].unparsed);
+}
+
 TEST(Facts, UnscannableTextWithAKeywordIsUnparsedAndWithheld) {
   Facts f = classify_uncached("SELECT 'abc; DROP TABLE a");
   EXPECT_TRUE(f.parse_error);

@@ -1,0 +1,1 @@
+DROP TABLE 만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만만퇙F EXISTS raw.foo, saw. SCHMM.foDE
