@@ -72,6 +72,8 @@ class Session : public std::enable_shared_from_this<Session> {
   using Clock = std::chrono::steady_clock;
 
   // startup.cpp
+  void detect_direct_tls();
+  void start_direct_tls();
   void read_startup_length();
   void read_startup_body(uint32_t len);
   void on_startup_packet(std::string packet);

@@ -2,6 +2,7 @@
 // upstream connection (optionally TLS), after which authentication is simply relayed.
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "proxy/metrics.hpp"
@@ -34,7 +35,50 @@ void Session::start() {
     self->fail_startup("08P01", "predrop: startup packet not received within " +
                                     std::to_string(self->cfg_->limits.startup_timeout_ms) + " ms");
   });
-  read_startup_length();
+  detect_direct_tls();
+}
+
+// libpq 17's sslnegotiation=direct opens with a TLS ClientHello instead of an SSLRequest. Its first
+// byte, 0x16 (a TLS handshake record), cannot begin a startup packet (as a length it would be
+// hundreds of megabytes), so one peeked byte tells the two apart, as PostgreSQL 17 tells them.
+void Session::detect_direct_tls() {
+  client_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
+    if (ec) return self->close("client left during startup");
+    unsigned char first = 0;
+    ssize_t n = ::recv(self->client_.socket().native_handle(), &first, 1, MSG_PEEK);
+    if (n <= 0) return self->close("client left during startup");
+    if (first != 0x16) return self->read_startup_length();
+    if (!self->ctx_.client_tls) {
+      // PostgreSQL without SSL closes such a connection without a word: the client speaks TLS and
+      // could not read a protocol error anyway.
+      metrics().protocol_errors.fetch_add(1);
+      spdlog::info("client {}: direct TLS connection, but predrop has no tls configured", self->client_addr_);
+      return self->close("direct TLS without tls configured");
+    }
+    self->start_direct_tls();
+  });
+}
+
+void Session::start_direct_tls() {
+  auto& tls = client_.enable_tls(*ctx_.client_tls);
+  tls.async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](boost::system::error_code ec) {
+    if (ec) {
+      spdlog::info("client {}: direct TLS handshake failed: {}", self->client_addr_, ec.message());
+      return self->close("TLS handshake failed");
+    }
+    // Direct TLS requires ALPN "postgresql" (PostgreSQL 17 refuses it otherwise, with nothing sent):
+    // it is what keeps a PostgreSQL connection from being mistaken for another TLS protocol.
+    const unsigned char* alpn = nullptr;
+    unsigned int alpn_len = 0;
+    SSL_get0_alpn_selected(self->client_.tls()->native_handle(), &alpn, &alpn_len);
+    if (alpn_len == 0) {
+      metrics().protocol_errors.fetch_add(1);
+      spdlog::info("client {}: received direct SSL connection request without ALPN protocol negotiation extension",
+                   self->client_addr_);
+      return self->close("direct TLS without ALPN");
+    }
+    self->read_startup_length();
+  });
 }
 
 void Session::read_startup_length() {

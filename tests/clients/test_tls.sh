@@ -73,6 +73,30 @@ if tl_start_predrop --config "$cfg_client"; then
   # Without upstream_tls the upstream leg stays plain (the server says so).
   tl_expect "client leg only: server side of the session is not TLS" "server sees ssl=false" \
     "$(q "$P" "sslmode=require" "$server_ssl" | sed 's/ TLS.*//; s/ *$//')"
+  # Direct TLS (libpq 17's sslnegotiation=direct): a ClientHello first, ALPN "postgresql" required.
+  # Against PostgreSQL 17 the same exchange direct must give the same lines.
+  direct_tls() { /usr/bin/python3 "$(dirname "$0")/direct_tls.py" 127.0.0.1 "$@" 2>&1; }
+  tl_expect "client leg: direct TLS with ALPN postgresql" \
+    "$(printf 'alpn postgresql\nauthentication 0\nready I\nrow direct tls ok\nready I')" \
+    "$(direct_tls "$P" "$pki/ca.crt" alpn)"
+  out=$(direct_tls "$P" "$pki/ca.crt" no-alpn)
+  [[ $out == $'alpn None\nclosed'* ]] && tl_ok "client leg: direct TLS without ALPN closed with nothing sent" \
+    || tl_fail "client leg: direct TLS without ALPN: $out"
+  if [ "$(psql -X -Atc 'SHOW server_version_num' "host=$PGHOST port=$PGPORT dbname=postgres user=postgres")" -ge 170000 ]; then
+    tl_expect "direct TLS: PostgreSQL 17 direct answers the same" "$(direct_tls "$P" "$pki/ca.crt" alpn)" \
+      "$(direct_tls "$PGPORT" "$PG_SERVER_CERT" alpn)"
+    out=$(direct_tls "$PGPORT" "$PG_SERVER_CERT" no-alpn)
+    [[ $out == $'alpn None\nclosed'* ]] && tl_ok "direct TLS without ALPN: PostgreSQL 17 closes too" \
+      || tl_fail "direct TLS without ALPN, PostgreSQL 17 direct: $out"
+  fi
+  if psql --version | grep -qE ' (1[7-9]|[2-9][0-9])\.'; then
+    tl_compare_direct_tls() {
+      q "$PGPORT" "sslmode=require sslnegotiation=direct" '\conninfo' "SELECT 'direct via libpq'" | grep -v '^You are' >"$TL_WORK/direct-direct.out"
+      q "$P" "sslmode=require sslnegotiation=direct" '\conninfo' "SELECT 'direct via libpq'" | grep -v '^You are' >"$TL_WORK/direct-predrop.out"
+      tl_compare "client leg: psql 17 sslnegotiation=direct" "$TL_WORK/direct-direct.out" "$TL_WORK/direct-predrop.out"
+    }
+    tl_compare_direct_tls
+  fi
   # sslmode=prefer and disable still work when TLS is offered.
   tl_expect "client leg: sslmode=disable through a TLS-enabled predrop" "plain ok" "$(q "$P" "sslmode=disable" "SELECT 'plain ok'")"
   tl_stop_predrop
@@ -145,5 +169,9 @@ tl_expect "no tls config: sslmode=require is refused by the client" \
   "psql: error: connection to server at \"127.0.0.1\", port $PREDROP_PORT failed: server does not support SSL, but SSL was required" \
   "$(q "$PREDROP_PORT" "sslmode=require" "SELECT 1" | head -n 1)"
 tl_expect "no tls config: sslmode=prefer falls back to plain" "prefer ok" "$(q "$PREDROP_PORT" "sslmode=prefer" "SELECT 'prefer ok'")"
+out=$(/usr/bin/python3 "$(dirname "$0")/direct_tls.py" 127.0.0.1 "$PREDROP_PORT" "$pki/ca.crt" alpn 2>&1)
+[[ $out == "handshake refused"* ]] && tl_ok "no tls config: a direct TLS ClientHello is closed ($out)" \
+  || tl_fail "no tls config: direct TLS: $out"
+tl_predrop_alive || tl_fail "predrop died after a direct TLS attempt without tls configured"
 tl_predrop_alive || tl_fail "predrop died during the test"
 tl_finish
