@@ -95,7 +95,7 @@ struct SnapshotResult {
 };
 
 // A ledger row for an intercepted statement that never reached a capture
-// (policy_skip, disabled, unresolved) or that the proxy released itself (timeout).
+// (policy_skip, disabled, unresolved, unparsed) or that the proxy released itself (timeout).
 struct EventRecord {
   StatementContext ctx;
   SnapshotOutcome outcome = SnapshotOutcome::capture_error;

@@ -70,7 +70,8 @@ CREATE TABLE IF NOT EXISTS predrop.drop_events (
   id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
   occurred_at       timestamptz NOT NULL DEFAULT now(),
   outcome           text        NOT NULL,  -- written | deduplicated | policy_skip | table_missing |
-                                           -- timeout | capture_error | store_error | disabled | unresolved
+                                           -- timeout | capture_error | store_error | disabled | unresolved |
+                                           -- unparsed
   snapshot_id       uuid,                  -- no FK: the snapshot table is configurable
   error             text,
   database_name     text,
