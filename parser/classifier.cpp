@@ -104,24 +104,34 @@ struct Classifier::Impl {
 Classifier::Classifier(size_t cache_entries) : impl_(std::make_unique<Impl>(cache_entries)) {}
 Classifier::~Classifier() = default;
 
-std::shared_ptr<const Facts> Classifier::classify(std::string_view sql) {
+std::shared_ptr<const Facts> Classifier::classify(std::string_view sql, bool standard_conforming_strings) {
   Impl& im = *impl_;
   if (!may_matter(sql)) {
     im.prefiltered.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
+  // A session with standard_conforming_strings off lexes the same text differently: its entries
+  // are keyed apart, behind a NUL byte no statement text holds.
+  std::string off_key;
+  std::string_view key = sql;
+  if (!standard_conforming_strings) {
+    off_key.reserve(sql.size() + 1);
+    off_key.push_back('\0');
+    off_key.append(sql);
+    key = off_key;
+  }
   const bool cacheable = im.capacity > 0 && sql.size() <= kMaxCachedTextBytes;
   if (cacheable) {
-    if (auto hit = im.lookup(sql)) {
+    if (auto hit = im.lookup(key)) {
       im.cache_hit.fetch_add(1, std::memory_order_relaxed);
       return hit;
     }
   }
-  auto facts = std::make_shared<const Facts>(classify_uncached(sql));
+  auto facts = std::make_shared<const Facts>(classify_uncached(sql, standard_conforming_strings));
   im.parsed.fetch_add(1, std::memory_order_relaxed);
   if (facts->parse_error) im.parse_error.fetch_add(1, std::memory_order_relaxed);
   if (!cacheable) return facts;
-  return im.insert(sql, std::move(facts));
+  return im.insert(key, std::move(facts));
 }
 
 ClassifierStats Classifier::stats() const {

@@ -466,7 +466,7 @@ class StatementWalker {
 };
 
 void compute_fingerprint(const std::string& sql, Facts& facts) {
-  PgQueryFingerprintResult fp = pg_query_fingerprint(sql.c_str());
+  PgQueryFingerprintResult fp = pg_query_fingerprint_opts(sql.c_str(), detail::parser_options());
   if (!fp.error && fp.fingerprint_str) facts.fingerprint = fp.fingerprint_str;
   pg_query_free_fingerprint_result(fp);
 }
@@ -484,7 +484,7 @@ bool is_temp_schema(std::string_view schema) {
 }
 
 std::optional<std::string> parse_statements(const std::string& sql, std::vector<Statement>& out) {
-  PgQueryParseResult parsed = pg_query_parse(sql.c_str());
+  PgQueryParseResult parsed = pg_query_parse_opts(sql.c_str(), parser_options());
   if (parsed.error) {
     std::string message = parsed.error->message ? parsed.error->message : "parse error";
     pg_query_free_parse_result(parsed);
@@ -503,15 +503,21 @@ std::optional<std::string> parse_statements(const std::string& sql, std::vector<
 
 }  // namespace detail
 
-Facts classify_uncached(std::string_view sql_view) {
+Facts classify_uncached(std::string_view sql_view, bool standard_conforming_strings) {
   // libpg_query wants a NUL-terminated string and reads up to the first NUL.
   const std::string sql(sql_view.substr(0, sql_view.find('\0')));
+  detail::StringSyntaxScope syntax(standard_conforming_strings);
   Facts facts;
   if (auto error = detail::parse_statements(sql, facts.statements)) return detail::classify_fallback(sql, std::move(*error));
 
-  PgQueryNormalizeResult norm = pg_query_normalize(sql.c_str());
-  if (!norm.error && norm.normalized_query) facts.normalized = detail::redact_literals(norm.normalized_query, false);
-  pg_query_free_normalize_result(norm);
+  if (standard_conforming_strings) {
+    PgQueryNormalizeResult norm = pg_query_normalize(sql.c_str());
+    if (!norm.error && norm.normalized_query) facts.normalized = detail::redact_literals(norm.normalized_query, false);
+    pg_query_free_normalize_result(norm);
+  } else {
+    // pg_query_normalize has no options and would lex the literals as standard strings.
+    facts.normalized = detail::redact_literals(sql, true);
+  }
 
   if (facts.destroys() || facts.unresolved()) compute_fingerprint(sql, facts);
   return facts;

@@ -113,7 +113,9 @@ class Classifier {
   Classifier& operator=(const Classifier&) = delete;
 
   // nullptr when the prefilter proves the text irrelevant (the hot path: no parse, no allocation).
-  std::shared_ptr<const Facts> classify(std::string_view sql);
+  // standard_conforming_strings: the session's setting (the server reports it in ParameterStatus);
+  // with it off a backslash escapes inside '…', which changes where statements end.
+  std::shared_ptr<const Facts> classify(std::string_view sql, bool standard_conforming_strings = true);
   ClassifierStats stats() const;
 
  private:
@@ -123,7 +125,7 @@ class Classifier {
 
 // Parse without prefilter or cache (tests, CLI, fuzzing). Reads up to the first NUL byte.
 // Decisions (DO is always unresolved, SELECT f() never is, …) are listed in classify.cpp.
-Facts classify_uncached(std::string_view sql);
+Facts classify_uncached(std::string_view sql, bool standard_conforming_strings = true);
 
 // Splits a search_path value ("a, \"B\", $user") into schema tokens as the server does.
 // A malformed value (the server would reject it) gives an empty vector.

@@ -7,10 +7,27 @@
 #include <cctype>
 #include <cstdlib>
 
+// libpg_query's scanner reads this (src/postgres's scan.l copies it into each new scanner); its
+// parser sets it from the parse options and leaves it on.
+extern "C" __thread bool standard_conforming_strings;
+
 namespace predrop::parser::detail {
 
+namespace {
+thread_local bool t_conforming_strings = true;
+}
+
+StringSyntaxScope::StringSyntaxScope(bool on) : previous_(t_conforming_strings) { t_conforming_strings = on; }
+StringSyntaxScope::~StringSyntaxScope() { t_conforming_strings = previous_; }
+bool conforming_strings() { return t_conforming_strings; }
+int parser_options() {
+  return t_conforming_strings ? PG_QUERY_PARSE_DEFAULT : PG_QUERY_DISABLE_STANDARD_CONFORMING_STRINGS;
+}
+
 std::optional<std::vector<Token>> scan(const std::string& text, std::optional<size_t>* error_offset) {
+  ::standard_conforming_strings = t_conforming_strings;
   PgQueryScanResult scanned = pg_query_scan(text.c_str());
+  ::standard_conforming_strings = true;
   if (scanned.error) {
     // cursorpos counts characters from 1; the text is UTF-8 (continuation bytes are 10xxxxxx).
     if (error_offset && scanned.error->cursorpos > 0) {

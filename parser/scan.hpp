@@ -17,6 +17,25 @@ struct Token {
   size_t end = 0;
 };
 
+// The session's standard_conforming_strings, for everything lexed on this thread while a scope
+// lives (classify_uncached opens one). With it off, a backslash in '…' escapes the next byte, so
+// `SELECT 'a\''; DROP TABLE t; --'` is a SELECT and a DROP to the server, and one SELECT to a
+// lexer that assumes on. libpg_query's parser takes it as an option and its scanner from a
+// thread-local of its own, which scan() sets from this.
+class StringSyntaxScope {
+ public:
+  explicit StringSyntaxScope(bool standard_conforming_strings);
+  ~StringSyntaxScope();
+  StringSyntaxScope(const StringSyntaxScope&) = delete;
+  StringSyntaxScope& operator=(const StringSyntaxScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool conforming_strings();
+// pg_query_parse_opts / pg_query_fingerprint_opts options for conforming_strings().
+int parser_options();
+
 // Every token of text, comments included; nullopt when the scanner rejects the text (an
 // unterminated literal, quoted identifier or comment), with *error_offset (when given) set to
 // the byte offset the scanner reports the error at (the start of that literal), if it does.

@@ -44,7 +44,7 @@ constexpr TableRow kFrontendRows[] = {
 constexpr TableRow kBackendRows[] = {
     {'R', "Authentication", Need::whole},
     {'K', "BackendKeyData", Need::whole},
-    {'S', "ParameterStatus", Need::header},
+    {'S', "ParameterStatus", Need::whole},   // standard_conforming_strings changes how text is lexed
     {'Z', "ReadyForQuery", Need::whole},
     {'C', "CommandComplete", Need::whole},
     {'E', "ErrorResponse", Need::whole},
@@ -206,7 +206,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       std::string_view sql = r.cstring();
       if (!r.ok()) return malformed("invalid Query message: the query string is not terminated");
       forget_unnamed();
-      auto facts = classifier_.classify(sql);
+      auto facts = classifier_.classify(sql, standard_conforming_strings_);
       owed_.push_back({K::query, false, false, false, 0, facts, {}, nullptr});
       return statement_event('Q', std::move(facts));
     }
@@ -223,7 +223,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
         // cannot be read cannot be followed: refused rather than guessed at.
         return malformed("Parse message: the statement name is longer than limits.max_inspect_bytes");
       if (r.ok()) {
-        facts = classifier_.classify(sql);
+        facts = classifier_.classify(sql, standard_conforming_strings_);
       } else {
         // The text runs past the inspection limit: the name is known, what it does is not.
         ++stats_.uninspected;
@@ -512,6 +512,16 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
       int32_t code = r.int32();
       if (!r.ok()) return malformed("Authentication message without its code");
       ev.sasl_offer = code == 10;
+      return ev;
+    }
+    case 'S': {
+      std::string_view name = r.cstring();
+      std::string_view value = r.cstring();
+      if (!r.ok()) return malformed("ParameterStatus without a terminated name and value");
+      // The server reports the setting at startup and after every change (it is GUC_REPORT), and
+      // lexes each Query and Parse with the value reported last: a SET in the same Query string
+      // cannot change how that string was lexed, since the server parses a string whole first.
+      if (name == "standard_conforming_strings") standard_conforming_strings_ = value != "off";
       return ev;
     }
     case 'K':

@@ -182,6 +182,8 @@ class Decoder {
   // The session's search_path as the server will have it once every owed reply has arrived
   // without error: what a statement judged now runs under.
   parser::SearchPathTracker search_path_ahead() const;
+  // As the server last reported it (ParameterStatus); on until it says otherwise.
+  bool standard_conforming_strings() const { return standard_conforming_strings_; }
   const parser::SearchPathTracker& search_path() const { return search_path_; }
 
   char transaction_status() const { return txn_status_; }
@@ -206,6 +208,7 @@ class Decoder {
   void copy_in_began();
 
   parser::Classifier& classifier_;
+  bool standard_conforming_strings_ = true;
   parser::SearchPathTracker search_path_;
   OwedReplies owed_;
   // Prepared statements and portals by name key → what their text does (nullptr: nothing predrop

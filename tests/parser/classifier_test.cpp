@@ -223,5 +223,40 @@ TEST(Facts, UnscannableTextWithAKeywordIsUnparsedAndWithheld) {
             classify_uncached("'abc; DROP TABLE a").fingerprint);
 }
 
+TEST(Facts, StandardConformingStringsOffLexesBackslashEscapes) {
+  // With the setting off, 'a\'' is the literal a' and the DROP is a statement of its own; with it
+  // on, all of it after SELECT is one literal.
+  const std::string text = "SELECT 'a\\''; DROP TABLE hidden; --'";
+  Facts on = classify_uncached(text, true);
+  EXPECT_FALSE(on.parse_error);
+  EXPECT_FALSE(on.destroys());
+  Facts off = classify_uncached(text, false);
+  EXPECT_FALSE(off.parse_error) << off.error_message;
+  ASSERT_EQ(off.statements.size(), 2u);
+  ASSERT_EQ(off.statements[1].targets.size(), 1u);
+  EXPECT_EQ(off.statements[1].targets[0].relation.name, "hidden");
+  EXPECT_FALSE(off.fingerprint.empty());
+  EXPECT_EQ(off.normalized.find("a\\'"), std::string::npos) << off.normalized;
+  // What the scanner fallback lexes follows the setting too: an unterminated literal when on.
+  Facts fallback_off = classify_uncached("SELECT 'a\\' x'; DROP TABLE t", false);
+  ASSERT_TRUE(fallback_off.destroys());
+  Facts fallback_on = classify_uncached("SELECT 'a\\' x'; DROP TABLE t", true);
+  EXPECT_FALSE(fallback_on.destroys());
+  // The setting does not leak into the next text classified on the thread.
+  EXPECT_FALSE(classify_uncached(text).destroys());
+}
+
+TEST(Classifier, StandardConformingStringsOffIsCachedApart) {
+  Classifier c(16);
+  const std::string text = "SELECT 'a\\''; DROP TABLE hidden; --'";
+  auto on = c.classify(text, true);
+  auto off = c.classify(text, false);
+  ASSERT_TRUE(on && off);
+  EXPECT_FALSE(on->destroys());
+  EXPECT_TRUE(off->destroys());
+  EXPECT_EQ(c.classify(text, false).get(), off.get());
+  EXPECT_EQ(c.classify(text, true).get(), on.get());
+}
+
 }  // namespace
 }  // namespace predrop::parser

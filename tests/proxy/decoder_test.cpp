@@ -24,8 +24,8 @@ struct DecoderFixture : ::testing::Test {
 const std::set<char> kFrontendInspected{'Q', 'E', 'C'};
 const std::set<char> kFrontendNames{'P', 'B'};   // judged on their first max_inspect_bytes when longer
 const std::set<char> kFrontendHeader{'D', 'S', 'H', 'F', 'X', 'd', 'c', 'f', 'p'};
-const std::set<char> kBackendWhole{'R', 'K', 'Z', 'C', 'E', '1', '2'};
-const std::set<char> kBackendHeader{'S', 'N', 'A', '3', 't', 'T', 'n', 'D', 'I', 's', 'V', 'G', 'H', 'W', 'd', 'c', 'v'};
+const std::set<char> kBackendWhole{'R', 'K', 'S', 'Z', 'C', 'E', '1', '2'};
+const std::set<char> kBackendHeader{'N', 'A', '3', 't', 'T', 'n', 'D', 'I', 's', 'V', 'G', 'H', 'W', 'd', 'c', 'v'};
 
 TEST(DecoderTables, EveryMessageTypeOfBothDirections) {
   for (int c = 0; c < 256; ++c) {
@@ -303,6 +303,23 @@ TEST_F(DecoderFixture, EveryBackendMessageTypeCountsAndStreamsWithoutState) {
   EXPECT_EQ(d.stats().backend_messages, 256u - kBackendWhole.size() - 2);
   EXPECT_EQ(d.stats().desync, 0u);
   EXPECT_EQ(d.owed().size(), 0u);
+}
+
+TEST_F(DecoderFixture, StandardConformingStringsFollowsParameterStatus) {
+  const std::string hidden = "SELECT 'a\\''; DROP TABLE hidden; --'";
+  EXPECT_TRUE(d.standard_conforming_strings());
+  EXPECT_FALSE(front(d, query(hidden)).facts->destroys());
+  back(d, msg('S', cstr("standard_conforming_strings") + cstr("off")));
+  EXPECT_FALSE(d.standard_conforming_strings());
+  FrontendEvent off = front(d, query(hidden));
+  ASSERT_TRUE(off.facts);
+  EXPECT_TRUE(off.facts->destroys());
+  back(d, msg('S', cstr("application_name") + cstr("off")));
+  EXPECT_FALSE(d.standard_conforming_strings());
+  back(d, msg('S', cstr("standard_conforming_strings") + cstr("on")));
+  EXPECT_TRUE(d.standard_conforming_strings());
+  EXPECT_EQ(back(d, msg('S', cstr("standard_conforming_strings"))).kind, BackendEvent::Kind::malformed);
+  EXPECT_TRUE(d.standard_conforming_strings());
 }
 
 // ---- owed replies -------------------------------------------------------------------------
