@@ -2,7 +2,8 @@
 // search_path splitter. Beyond "no crash, no sanitizer report" it checks the property the
 // proxy relies on: anything the classifier reports (other than transaction control) must have
 // passed may_matter(), or the prefilter would hide a destructive statement; and a DROP appended
-// to any input is found or reported unparsed, never lost (the scanner fallback's promise).
+// to any input is found or reported unparsed, never lost (the scanner fallback's promise); with
+// standard_conforming_strings off as well as on.
 #include "parser/parser.hpp"
 
 #include <cstdint>
@@ -51,6 +52,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::fprintf(stderr, "a DROP after the input was neither found nor reported unparsed\n");
       std::abort();
     }
+  }
+
+  // The same bytes lexed with standard_conforming_strings off (a backslash escapes inside '…'):
+  // the same promises, and the setting must not leak into the next text on the thread.
+  {
+    const Facts off = classify_uncached(text, false);
+    if ((off.destroys() || off.unresolved() || off.touches_search_path() || off.unparsed()) && !passes) {
+      std::fprintf(stderr, "prefilter unsound with standard_conforming_strings off\n");
+      std::abort();
+    }
+    if (!off.fingerprint.empty() != (off.destroys() || off.unresolved() || off.unparsed())) std::abort();
+    if (classify_uncached(text).fingerprint != facts.fingerprint) std::abort();
   }
 
   // The same bytes as a search_path value: must not crash, names obey the 63-byte limit.
