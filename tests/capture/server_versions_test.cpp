@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capture/capture.hpp"
-#include "pg_test_util.hpp"
+#include "capture_fixture.hpp"
 
 using namespace predrop::capture;
 using namespace predrop::capture::testing;
@@ -54,23 +54,13 @@ constexpr const char* kExpectedProfile = R"JSON([
   "histogram_sample":[]}
 ])JSON";
 
-class CaptureServerVersionTest : public ::testing::Test {
+class CaptureServerVersionTest : public CaptureDatabasesTest {
  protected:
+  CaptureServerVersionTest() : CaptureDatabasesTest("capv") {}
   void SetUp() override {
-    ASSERT_TRUE(have_cluster()) << "PGHOST/PGPORT not set (run through scripts/test.sh)";
-    src = std::make_unique<TempDatabase>("capv_src");
-    store = std::make_unique<TempDatabase>("capv_store");
-    auto m = migrate(conninfo_for(store->name()));
-    ASSERT_TRUE(m.ok) << m.error;
-    cfg.capture_conninfo = base_conninfo();
-    cfg.store_conninfo = conninfo_for(store->name());
-    db = std::make_unique<Db>(src->name());
-    sdb = std::make_unique<Db>(store->name());
+    CaptureDatabasesTest::SetUp();
+    if (HasFatalFailure()) return;
     major = std::stoi(db->value("SELECT current_setting('server_version_num')")) / 10000;
-  }
-  void TearDown() override {
-    db.reset();
-    sdb.reset();
   }
   SnapshotResult snapshot_of(const std::string& table) {
     SnapshotRequest r;
@@ -91,9 +81,6 @@ class CaptureServerVersionTest : public ::testing::Test {
     }
     return f.get();
   }
-  std::unique_ptr<TempDatabase> src, store;
-  std::unique_ptr<Db> db, sdb;
-  CaptureConfig cfg;
   int major = 0;
 };
 
