@@ -40,15 +40,8 @@ if [ -f "$prefix/.stamp" ] && [ "$(cat "$prefix/.stamp")" = "$stamp" ]; then
   exit 0
 fi
 
-mirror_from_apt() {
-  # The first deb.debian.org-style URI of apt's sources (deb822 or one-line format).
-  local uri
-  uri=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 | sed 's/^URIs: *//') || true
-  [ -n "$uri" ] || uri=$(grep -hoE '^deb +(\[[^]]*\] +)?[^ ]+' /etc/apt/sources.list 2>/dev/null | awk '{print $NF}' | head -n1) || true
-  echo "${uri:-http://deb.debian.org/debian}"
-}
-mirror=${DEBIAN_MIRROR:-$(mirror_from_apt)}
-mirror=${mirror%/}
+. "$(dirname "$0")/debian-mirror.sh"
+mirror=$(debian_mirror)
 
 work=$(mktemp -d "$cache/.libpg_query-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -39,13 +39,8 @@ if [ -f "$root/.predrop-stamp" ] && [ "$(cat "$root/.predrop-stamp")" = "$stamp"
   exit 0
 fi
 
-mirror_from_apt() {
-  local uri
-  uri=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 | sed 's/^URIs: *//') || true
-  [ -n "$uri" ] || uri=$(grep -hoE '^deb +(\[[^]]*\] +)?[^ ]+' /etc/apt/sources.list 2>/dev/null | awk '{print $NF}' | head -n1) || true
-  echo "${uri:-http://deb.debian.org/debian}"
-}
-mirror=${DEBIAN_MIRROR:-$(mirror_from_apt)}
+. "$(dirname "$0")/debian-mirror.sh"
+mirror=$(debian_mirror)
 
 staged=$cache/roots/.$name.new
 rm -rf "$staged"
