@@ -23,7 +23,8 @@ PKGS=(
 # Only the tests and the bench: gtest (tests/CMakeLists.txt), the real clients (psycopg2 with
 # SQLAlchemy and pandas, pgjdbc; node-postgres comes from npm), pgbouncer, clang for the fuzz phase,
 # promtool and PyYAML for the deployment checks, systemd-analyze for the unit, Chromium for the
-# HTML report's screenshot, pgrep (procps) and column (bsdextrautils), debootstrap for the Debian 13
+# HTML report's screenshot, man for systemd-analyze verify's check of the package unit's
+# Documentation=man:predrop(1), pgrep (procps) and column (bsdextrautils), debootstrap for the Debian 13
 # root PostgreSQL 17 runs from (scripts/debian-root.sh).
 TEST_PKGS=(
   libgtest-dev libgmock-dev
@@ -31,7 +32,7 @@ TEST_PKGS=(
   python3-psycopg2 python3-sqlalchemy python3-pandas python3-yaml
   openjdk-17-jdk-headless libpostgresql-jdbc-java
   clang libclang-rt-14-dev
-  prometheus chromium systemd procps bsdextrautils debootstrap
+  prometheus chromium systemd man-db procps bsdextrautils debootstrap
 )
 # The Debian package (scripts/build-deb.sh): dpkg-deb and dpkg-shlibdeps, help2man for the man
 # page. The tests build and install it, so test and bench have them too.

@@ -164,7 +164,9 @@ if [ "$accepting" != 1 ]; then
   cat "$work/serve.log" >&2
   fail "the unit's ExecStart did not accept on 127.0.0.1:$port"; exit 1
 fi
-[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$R/usr/bin/predrop" ] \
+# The same file, not the same spelling: how /proc spells a chrooted process's path depends on
+# where the reader's own root is.
+[ "/proc/$pid/exe" -ef "$R/usr/bin/predrop" ] \
   || fail "pid $pid is $(readlink "/proc/$pid/exe" 2>/dev/null), not the packaged predrop"
 [ "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")" = "$uid" ] || fail "predrop does not run as $user (uid $uid)"
 
