@@ -7,7 +7,7 @@
 #include <cctype>
 #include <cstdlib>
 
-// libpg_query's scanner reads this (src/postgres's scan.l copies it into each new scanner); its
+// libpg_query's scanner reads this (each new scanner copies it); its
 // parser sets it from the parse options and leaves it on.
 extern "C" __thread bool standard_conforming_strings;
 
