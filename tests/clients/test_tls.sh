@@ -90,12 +90,9 @@ if tl_start_predrop --config "$cfg_client"; then
       || tl_fail "direct TLS without ALPN, PostgreSQL 17 direct: $out"
   fi
   if psql --version | grep -qE ' (1[7-9]|[2-9][0-9])\.'; then
-    tl_compare_direct_tls() {
-      q "$PGPORT" "sslmode=require sslnegotiation=direct" '\conninfo' "SELECT 'direct via libpq'" | grep -v '^You are' >"$TL_WORK/direct-direct.out"
-      q "$P" "sslmode=require sslnegotiation=direct" '\conninfo' "SELECT 'direct via libpq'" | grep -v '^You are' >"$TL_WORK/direct-predrop.out"
-      tl_compare "client leg: psql 17 sslnegotiation=direct" "$TL_WORK/direct-direct.out" "$TL_WORK/direct-predrop.out"
-    }
-    tl_compare_direct_tls
+    q "$PGPORT" "sslmode=require sslnegotiation=direct" '\conninfo' "SELECT 'direct via libpq'" | grep -v '^You are' >"$TL_WORK/direct-direct.out"
+    q "$P" "sslmode=require sslnegotiation=direct" '\conninfo' "SELECT 'direct via libpq'" | grep -v '^You are' >"$TL_WORK/direct-predrop.out"
+    tl_compare "client leg: psql 17 sslnegotiation=direct" "$TL_WORK/direct-direct.out" "$TL_WORK/direct-predrop.out"
   fi
   # sslmode=prefer and disable still work when TLS is offered.
   tl_expect "client leg: sslmode=disable through a TLS-enabled predrop" "plain ok" "$(q "$P" "sslmode=disable" "SELECT 'plain ok'")"
