@@ -55,7 +55,24 @@ struct SearchPathChange {
   bool to_default = false;
 };
 
-enum class TxnControl : uint8_t { none, begin, commit, rollback, savepoint, release, rollback_to, prepare };
+enum class TxnControl : uint8_t {
+  none, begin, commit, rollback, savepoint, release, rollback_to, prepare,
+  commit_prepared, rollback_prepared,   // COMMIT PREPARED / ROLLBACK PREPARED 'gid': `savepoint` holds the gid
+};
+
+// A relation whose shape the statement creates or changes: once the transaction commits, predrop
+// captures the "after" (capture/ writes it as post_create or post_alter, paired with its "before").
+struct ShapeChange {
+  enum class Kind : uint8_t {
+    create,   // CREATE TABLE (… LIKE …, PARTITION OF …), CREATE TABLE AS, SELECT INTO, CREATE MATERIALIZED VIEW
+    alter,    // ALTER TABLE ADD / DROP / ALTER COLUMN TYPE, RENAME COLUMN, RENAME TO, SET SCHEMA; REFRESH MATERIALIZED VIEW
+  };
+  Kind kind = Kind::create;
+  // The name the relation has once the statement has run: RENAME TO and SET SCHEMA give the new
+  // one. schema empty: unqualified (CREATE puts it in the first schema of the path that exists).
+  RelationName relation;
+  bool operator==(const ShapeChange&) const = default;
+};
 
 // One top-level statement of the message text.
 struct Statement {
@@ -68,6 +85,8 @@ struct Statement {
   // The parser rejects it and its targets cannot be read from its tokens, yet it holds a keyword
   // of the prefilter's (DROP, ALTER, TRUNCATE, DO …): the ledger gets an `unparsed` row.
   bool unparsed = false;
+  // Shape changes, reported only when classify() was asked for them (a temporary relation never is).
+  std::vector<ShapeChange> changes;
 };
 
 struct Facts {
@@ -88,6 +107,7 @@ struct Facts {
   bool unresolved() const;         // any statement is unresolved risk
   bool unparsed() const;           // any statement is unparsed
   bool touches_search_path() const;
+  bool changes_shape() const;      // any statement has changes
 };
 
 // Cheap and sound: false only when the text cannot hold any statement the classifier
@@ -95,7 +115,10 @@ struct Facts {
 // Transaction control alone (BEGIN, COMMIT, SAVEPOINT …) is NOT a reason to pass: take
 // transaction state from ReadyForQuery and CommandComplete tags; txn facts are reported only
 // for texts that pass for another reason. Keyword list and soundness argument: prefilter.cpp.
-bool may_matter(std::string_view sql);
+// shape_changes: also pass what creates or changes a table's shape (CREATE, SELECT … INTO, REFRESH)
+// and the transaction control that decides whether such a change commits (SAVEPOINT, ROLLBACK,
+// RELEASE, PREPARE / COMMIT PREPARED): what the "after" capture needs.
+bool may_matter(std::string_view sql, bool shape_changes = false);
 
 struct ClassifierStats {
   uint64_t prefiltered = 0;   // never parsed: may_matter() said no
@@ -115,7 +138,10 @@ class Classifier {
   // nullptr when the prefilter proves the text irrelevant (the hot path: no parse, no allocation).
   // standard_conforming_strings: the session's setting (the server reports it in ParameterStatus);
   // with it off a backslash escapes inside '…', which changes where statements end.
-  std::shared_ptr<const Facts> classify(std::string_view sql, bool standard_conforming_strings = true);
+  // shape_changes: the prefilter also passes shape changes and transaction control (may_matter), and
+  // the facts report them. Facts are cached per text and flag: the same text gives the same facts.
+  std::shared_ptr<const Facts> classify(std::string_view sql, bool standard_conforming_strings = true,
+                                        bool shape_changes = false);
   ClassifierStats stats() const;
 
  private:
@@ -125,7 +151,7 @@ class Classifier {
 
 // Parse without prefilter or cache (tests, CLI, fuzzing). Reads up to the first NUL byte.
 // Decisions (DO is always unresolved, SELECT f() never is, …) are listed in classify.cpp.
-Facts classify_uncached(std::string_view sql, bool standard_conforming_strings = true);
+Facts classify_uncached(std::string_view sql, bool standard_conforming_strings = true, bool shape_changes = false);
 
 // Splits a search_path value ("a, \"B\", $user") into schema tokens as the server does.
 // A malformed value (the server would reject it) gives an empty vector.
