@@ -60,6 +60,12 @@ bool Facts::touches_search_path() const {
   return false;
 }
 
+bool Facts::changes_shape() const {
+  for (const auto& s : statements)
+    if (!s.changes.empty()) return true;
+  return false;
+}
+
 struct Classifier::Impl {
   using Entry = std::pair<std::string, std::shared_ptr<const Facts>>;
   using Lru = std::list<Entry>;  // front = most recently used
@@ -104,21 +110,25 @@ struct Classifier::Impl {
 Classifier::Classifier(size_t cache_entries) : impl_(std::make_unique<Impl>(cache_entries)) {}
 Classifier::~Classifier() = default;
 
-std::shared_ptr<const Facts> Classifier::classify(std::string_view sql, bool standard_conforming_strings) {
+std::shared_ptr<const Facts> Classifier::classify(std::string_view sql, bool standard_conforming_strings,
+                                                  bool shape_changes) {
   Impl& im = *impl_;
-  if (!may_matter(sql)) {
+  if (!may_matter(sql, shape_changes)) {
     im.prefiltered.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  // A session with standard_conforming_strings off lexes the same text differently: its entries
-  // are keyed apart, behind a NUL byte no statement text holds.
-  std::string off_key;
+  // A session with standard_conforming_strings off lexes the same text differently, and shape
+  // mode reports more: those entries are keyed apart, behind a NUL byte and a byte naming the
+  // flags. The default session's key is the bare text, so the common case allocates nothing; a
+  // text that itself begins with NUL is flagged too, so that no bare key looks like a flagged one.
+  std::string flagged_key;
   std::string_view key = sql;
-  if (!standard_conforming_strings) {
-    off_key.reserve(sql.size() + 1);
-    off_key.push_back('\0');
-    off_key.append(sql);
-    key = off_key;
+  if (!standard_conforming_strings || shape_changes || (!sql.empty() && sql[0] == '\0')) {
+    flagged_key.reserve(sql.size() + 2);
+    flagged_key.push_back('\0');
+    flagged_key.push_back(static_cast<char>('0' + (standard_conforming_strings ? 0 : 1) + (shape_changes ? 2 : 0)));
+    flagged_key.append(sql);
+    key = flagged_key;
   }
   const bool cacheable = im.capacity > 0 && sql.size() <= kMaxCachedTextBytes;
   if (cacheable) {
@@ -127,7 +137,7 @@ std::shared_ptr<const Facts> Classifier::classify(std::string_view sql, bool sta
       return hit;
     }
   }
-  auto facts = std::make_shared<const Facts>(classify_uncached(sql, standard_conforming_strings));
+  auto facts = std::make_shared<const Facts>(classify_uncached(sql, standard_conforming_strings, shape_changes));
   im.parsed.fetch_add(1, std::memory_order_relaxed);
   if (facts->parse_error) im.parse_error.fetch_add(1, std::memory_order_relaxed);
   if (!cacheable) return facts;

@@ -21,6 +21,15 @@
 //   are no target: SET EXPRESSION (PostgreSQL 17) recomputes a generated column from the columns
 //   that stay, like DROP EXPRESSION and SET DEFAULT; SET ACCESS METHOD like SET TABLESPACE.
 // - A text the parser rejects is classified by the scanner fallback (fallback.cpp).
+// - Shape changes (asked for with shape_changes) are read only where the statement itself runs:
+//   CREATE TABLE / FOREIGN TABLE / TABLE AS / MATERIALIZED VIEW, SELECT INTO (also the leftmost
+//   arm of a UNION, where the server takes INTO from), CREATE SCHEMA … CREATE TABLE, EXPLAIN
+//   ANALYZE of CREATE TABLE AS or SELECT INTO, REFRESH, and ALTER / RENAME / SET SCHEMA of a
+//   table, foreign table or materialized view. A view has no rows to capture and is left out; so
+//   is a temporary relation (TEMP, or a pg_temp name). A PREPAREd statement's SELECT INTO runs
+//   only at EXECUTE, which is unresolved anyway. Without shape_changes the facts are exactly those
+//   of a classifier that knows nothing of shapes: ADD COLUMN is then no target, and COMMIT /
+//   ROLLBACK PREPARED no transaction control.
 #include "parser/classify_parts.hpp"
 #include "parser/identifiers.hpp"
 #include "parser/parser.hpp"
@@ -161,9 +170,14 @@ Target make_target(DestroyKind kind, RelationName relation) {
   return t;
 }
 
+// The relation kinds whose shape predrop captures (partitioned tables are OBJECT_TABLE).
+bool shaped(std::string_view objtype) {
+  return objtype == "OBJECT_TABLE" || objtype == "OBJECT_FOREIGN_TABLE" || objtype == "OBJECT_MATVIEW";
+}
+
 class StatementWalker {
  public:
-  explicit StatementWalker(Statement& out) : out_(out) {}
+  StatementWalker(Statement& out, bool shape_changes) : out_(out), shape_changes_(shape_changes) {}
 
   void walk(const json& stmt_node) {
     auto [type, body] = unwrap(stmt_node);
@@ -178,11 +192,18 @@ class StatementWalker {
     else if (type == "DiscardStmt") discard(*body);
     else if (type == "TransactionStmt") transaction(*body);
     else if (type == "DoStmt" || type == "CallStmt" || type == "ExecuteStmt") out_.unresolved_risk = true;
-    else if (type == "ExplainStmt" || type == "CreateTableAsStmt") wrapped_query(*body);
+    else if (type == "ExplainStmt" || type == "CreateTableAsStmt") wrapped_query(type, *body, true);
+    else if (type == "CreateStmt") create_table(*body, {});
+    else if (type == "CreateForeignTableStmt") {
+      if (const json* base = child(*body, "base")) create_table(*base, {});
+    } else if (type == "CreateSchemaStmt") create_schema(*body);
+    else if (type == "RefreshMatViewStmt") {
+      if (const json* rel = child(*body, "relation")) change(ShapeChange::Kind::alter, *rel);
+    }
     else if (type == "SelectStmt" || type == "InsertStmt" || type == "UpdateStmt" ||
              type == "DeleteStmt" || type == "MergeStmt" || type == "CopyStmt" ||
              type == "DeclareCursorStmt")
-      runs_query(type, *body);
+      runs_query(type, *body, true);
     finish_temporary();
   }
 
@@ -195,6 +216,41 @@ class StatementWalker {
     }
     out_.targets.push_back(make_target(kind, std::move(relation)));
     return out_.targets.back();
+  }
+
+  // rel: a RangeVar. `relation` overrides its name (RENAME TO, SET SCHEMA give the new one).
+  // Temporary relations are out of scope, and the server moves nothing into or out of pg_temp.
+  void change(ShapeChange::Kind kind, const json& rel, std::optional<RelationName> relation = std::nullopt) {
+    if (!shape_changes_) return;
+    if (text(rel, "relpersistence") == "t" || is_temp_schema(text(rel, "schemaname"))) return;
+    RelationName name = relation ? std::move(*relation) : name_from_rangevar(rel);
+    if (name.name.empty() || is_temp_schema(name.schema)) return;
+    out_.changes.push_back(ShapeChange{kind, std::move(name)});
+  }
+
+  // CREATE TABLE (LIKE, PARTITION OF, INHERITS, OF type) and the base of CREATE FOREIGN TABLE.
+  // schema: the schema of an enclosing CREATE SCHEMA, which names every element it creates.
+  void create_table(const json& s, const std::string& schema) {
+    const json* rel = child(s, "relation");
+    if (!rel) return;
+    if (schema.empty() || !text(*rel, "schemaname").empty()) change(ShapeChange::Kind::create, *rel);
+    else change(ShapeChange::Kind::create, *rel, RelationName{schema, text(*rel, "relname")});
+  }
+
+  // CREATE SCHEMA s CREATE TABLE t …: t is s.t. CREATE SCHEMA AUTHORIZATION r names the schema
+  // after the role; with CURRENT_USER and the like the name is not in the text, and the table is
+  // left out rather than reported unqualified (which would resolve against search_path).
+  void create_schema(const json& s) {
+    if (!shape_changes_) return;
+    std::string schema = text(s, "schemaname");
+    if (schema.empty())
+      if (const json* role = child(s, "authrole"); role && text(*role, "roletype") == "ROLESPEC_CSTRING")
+        schema = text(*role, "rolename");
+    if (schema.empty()) return;
+    for (const json& element : items_of(s, "schemaElts")) {
+      auto [type, body] = unwrap(element);
+      if (type == "CreateStmt" && body) create_table(*body, schema);
+    }
   }
 
   void finish_temporary() {
@@ -269,11 +325,13 @@ class StatementWalker {
 
   // ALTER TABLE / FOREIGN TABLE / MATERIALIZED VIEW / VIEW: one target per statement, the
   // destructive subcommands joined ("DROP COLUMN a, ALTER COLUMN b TYPE"). ADD COLUMN and the
-  // like leave the old shape derivable and are not reported.
+  // like leave the old shape derivable and are not reported, except with shape_changes: the
+  // "after" of an ADD COLUMN pairs with a "before", which only a held statement gets taken.
   void alter_table(const json& s) {
     const std::string objtype = text(s, "objtype");
+    const bool adds_columns = shape_changes_ && relation_like(objtype);  // not ALTER TYPE ADD ATTRIBUTE
     std::string actions;
-    bool cascade = false;
+    bool destroys = false, cascade = false;
     for (const json& cmd : items_of(s, "cmds")) {
       auto [type, body] = unwrap(cmd);
       if (type != "AlterTableCmd") continue;
@@ -281,19 +339,27 @@ class StatementWalker {
       std::string action;
       if (subtype == "AT_DropColumn") action = "DROP COLUMN " + text(*body, "name");
       else if (subtype == "AT_AlterColumnType") action = "ALTER COLUMN " + text(*body, "name") + " TYPE";
-      else continue;
+      else if (subtype == "AT_AddColumn" && adds_columns) {
+        const json* def = child(*body, "def");
+        const json* column = def ? child(*def, "ColumnDef") : nullptr;
+        action = "ADD COLUMN " + (column ? text(*column, "colname") : std::string());
+      } else {
+        continue;
+      }
+      destroys = destroys || subtype != "AT_AddColumn";
       cascade = cascade || text(*body, "behavior") == "DROP_CASCADE";
       if (!actions.empty()) actions += ", ";
       actions += action;
     }
     if (actions.empty()) return;
     if (objtype == "OBJECT_TYPE") {  // ALTER TYPE … DROP ATTRIBUTE: typed tables change with it
-      out_.unresolved_risk = true;
+      if (destroys) out_.unresolved_risk = true;
       return;
     }
     if (!relation_like(objtype)) return;
     const json* rel = child(s, "relation");
     if (!rel) return;
+    if (shaped(objtype)) change(ShapeChange::Kind::alter, *rel);
     Target& t = add(DestroyKind::alter_table, name_from_rangevar(*rel));
     t.if_exists = flag(s, "missing_ok");
     t.cascade = cascade;
@@ -305,12 +371,16 @@ class StatementWalker {
     const json* rel = child(s, "relation");
     if (!rel) return;
     std::string action;
-    if (rename_type == "OBJECT_COLUMN" && relation_like(text(s, "relationType")))
+    if (rename_type == "OBJECT_COLUMN" && relation_like(text(s, "relationType"))) {
       action = "RENAME COLUMN " + text(s, "subname") + " TO " + text(s, "newname");
-    else if (relation_like(rename_type))
+      if (shaped(text(s, "relationType"))) change(ShapeChange::Kind::alter, *rel);
+    } else if (relation_like(rename_type)) {
       action = "RENAME TO " + text(s, "newname");
-    else
+      if (shaped(rename_type))  // RENAME TO keeps the schema
+        change(ShapeChange::Kind::alter, *rel, RelationName{text(*rel, "schemaname"), text(s, "newname")});
+    } else {
       return;
+    }
     Target& t = add(DestroyKind::alter_table, name_from_rangevar(*rel));
     t.if_exists = flag(s, "missing_ok");
     t.action = std::move(action);
@@ -321,6 +391,8 @@ class StatementWalker {
     if (!relation_like(text(s, "objectType"))) return;
     const json* rel = child(s, "relation");
     if (!rel) return;
+    if (shaped(text(s, "objectType")))
+      change(ShapeChange::Kind::alter, *rel, RelationName{text(s, "newschema"), text(*rel, "relname")});
     Target& t = add(DestroyKind::alter_table, name_from_rangevar(*rel));
     t.if_exists = flag(s, "missing_ok");
     t.action = "SET SCHEMA " + text(s, "newschema");
@@ -370,11 +442,31 @@ class StatementWalker {
     else if (kind == "TRANS_STMT_RELEASE") out_.txn = TxnControl::release;
     else if (kind == "TRANS_STMT_ROLLBACK_TO") out_.txn = TxnControl::rollback_to;
     else if (kind == "TRANS_STMT_PREPARE") out_.txn = TxnControl::prepare;
-    // COMMIT/ROLLBACK PREPARED act on another, already detached transaction.
     out_.savepoint = text(s, "savepoint_name");
+    // COMMIT/ROLLBACK PREPARED act on another, already detached transaction: they decide whether
+    // its shape changes commit, which only shape_changes asks about. The gid goes in `savepoint`.
+    if (!shape_changes_) return;
+    if (kind == "TRANS_STMT_COMMIT_PREPARED") out_.txn = TxnControl::commit_prepared;
+    else if (kind == "TRANS_STMT_ROLLBACK_PREPARED") out_.txn = TxnControl::rollback_prepared;
+    if (kind == "TRANS_STMT_PREPARE" || kind == "TRANS_STMT_COMMIT_PREPARED" || kind == "TRANS_STMT_ROLLBACK_PREPARED")
+      out_.savepoint = text(s, "gid");
   }
 
-  void wrapped_query(const json& s) {
+  // EXPLAIN / CREATE TABLE AS around a query. executes: the query really runs (not under a plain
+  // EXPLAIN), so a CREATE TABLE AS or SELECT INTO in it creates its table.
+  void wrapped_query(std::string_view wrapper, const json& s, bool executes) {
+    if (wrapper == "ExplainStmt") {
+      executes = false;
+      for (const json& option : items_of(s, "options")) {
+        auto [type, body] = unwrap(option);
+        if (type == "DefElem" && text(*body, "defname") == "analyze") executes = true;
+      }
+    } else if (executes) {
+      const json* into = child(s, "into");
+      const json* rel = into ? child(*into, "rel") : nullptr;
+      const std::string objtype = text(s, "objtype");
+      if (rel && (objtype == "OBJECT_TABLE" || objtype == "OBJECT_MATVIEW")) change(ShapeChange::Kind::create, *rel);
+    }
     const json* query = child(s, "query");
     if (!query) return;
     auto [type, body] = unwrap(*query);
@@ -384,13 +476,16 @@ class StatementWalker {
     }
     if (!body) return;
     if (type == "ExplainStmt" || type == "CreateTableAsStmt") {
-      wrapped_query(*body);  // EXPLAIN ANALYZE CREATE TABLE … AS EXECUTE …
+      wrapped_query(type, *body, executes);  // EXPLAIN ANALYZE CREATE TABLE … AS EXECUTE …
       return;
     }
-    runs_query(type, *body);
+    runs_query(type, *body, executes && wrapper == "ExplainStmt");
   }
 
-  void runs_query(std::string_view type, const json& s) {
+  // executes: a statement run for itself (top level, or under EXPLAIN ANALYZE), where SELECT INTO
+  // creates its table; the query of CREATE TABLE AS cannot hold an INTO of its own.
+  void runs_query(std::string_view type, const json& s, bool executes) {
+    if (type == "SelectStmt" && executes) select_into(s);
     if (type == "UpdateStmt") {
       if (const json* rel = child(s, "relation"); rel && text(*rel, "relname") == "pg_settings") {
         const std::string schema = text(*rel, "schemaname");
@@ -460,7 +555,21 @@ class StatementWalker {
     out_.search_path = std::move(change);
   }
 
+  // SELECT … INTO t: the server takes INTO from the leftmost arm of a set operation.
+  void select_into(const json& s) {
+    const json* select = &s;
+    for (int depth = 0; select && depth < kMaxWalkDepth; ++depth) {
+      if (const json* into = child(*select, "intoClause")) {
+        if (const json* rel = child(*into, "rel")) change(ShapeChange::Kind::create, *rel);
+        return;
+      }
+      const json* larg = child(*select, "larg");
+      select = larg;
+    }
+  }
+
   Statement& out_;
+  const bool shape_changes_;
   Target scratch_ = make_target(DestroyKind::drop_table, {});
   int temporary_ = 0;
   bool seen_set_config_ = false;
@@ -484,7 +593,7 @@ bool is_temp_schema(std::string_view schema) {
   return true;
 }
 
-std::optional<std::string> parse_statements(const std::string& sql, std::vector<Statement>& out) {
+std::optional<std::string> parse_statements(const std::string& sql, std::vector<Statement>& out, bool shape_changes) {
   PgQueryParseResult parsed = pg_query_parse_opts(sql.c_str(), parser_options());
   if (parsed.error) {
     std::string message = parsed.error->message ? parsed.error->message : "parse error";
@@ -496,7 +605,7 @@ std::optional<std::string> parse_statements(const std::string& sql, std::vector<
   if (tree.is_discarded()) return "libpg_query produced unreadable JSON";  // cannot happen with a sane libpg_query
   for (const json& raw : items_of(tree, "stmts")) {
     Statement st;
-    if (const json* node = child(raw, "stmt")) StatementWalker(st).walk(*node);
+    if (const json* node = child(raw, "stmt")) StatementWalker(st, shape_changes).walk(*node);
     out.push_back(std::move(st));
   }
   return std::nullopt;
@@ -504,12 +613,13 @@ std::optional<std::string> parse_statements(const std::string& sql, std::vector<
 
 }  // namespace detail
 
-Facts classify_uncached(std::string_view sql_view, bool standard_conforming_strings) {
+Facts classify_uncached(std::string_view sql_view, bool standard_conforming_strings, bool shape_changes) {
   // libpg_query wants a NUL-terminated string and reads up to the first NUL.
   const std::string sql(sql_view.substr(0, sql_view.find('\0')));
   detail::StringSyntaxScope syntax(standard_conforming_strings);
   Facts facts;
-  if (auto error = detail::parse_statements(sql, facts.statements)) return detail::classify_fallback(sql, std::move(*error));
+  if (auto error = detail::parse_statements(sql, facts.statements, shape_changes))
+    return detail::classify_fallback(sql, std::move(*error), shape_changes);
 
   if (standard_conforming_strings) {
     PgQueryNormalizeResult norm = pg_query_normalize(sql.c_str());
@@ -520,7 +630,8 @@ Facts classify_uncached(std::string_view sql_view, bool standard_conforming_stri
     facts.normalized = detail::redact_literals(sql, true);
   }
 
-  if (facts.destroys() || facts.unresolved()) compute_fingerprint(sql, facts);
+  // The "after" row of a shape change stores the normalised text and its fingerprint too.
+  if (facts.destroys() || facts.unresolved() || facts.changes_shape()) compute_fingerprint(sql, facts);
   return facts;
 }
 

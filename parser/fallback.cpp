@@ -377,7 +377,7 @@ std::string token_fingerprint(const std::string& sql, const std::vector<Token>& 
 
 }  // namespace
 
-Facts classify_fallback(const std::string& sql, std::string parse_error) {
+Facts classify_fallback(const std::string& sql, std::string parse_error, bool shape_changes) {
   Facts facts;
   facts.parse_error = true;
   facts.error_message = std::move(parse_error);
@@ -409,7 +409,7 @@ Facts classify_fallback(const std::string& sql, std::string parse_error) {
   for (const Piece& piece : split(code)) {
     const size_t start = code[piece.first].start;
     const std::string text = sql.substr(start, code[piece.last - 1].end - start);
-    if (!parse_statements(text, facts.statements)) continue;
+    if (!parse_statements(text, facts.statements, shape_changes)) continue;
     Statement st;
     TokenReader reader(sql, code, piece);
     size_t unread = piece.first;
@@ -426,7 +426,8 @@ Facts classify_fallback(const std::string& sql, std::string parse_error) {
     st.unparsed = has_reportable_token(sql, code, unread, piece.last) && may_matter(sql);
     facts.statements.push_back(std::move(st));
   }
-  if (facts.destroys() || facts.unresolved() || facts.unparsed()) facts.fingerprint = token_fingerprint(sql, code);
+  if (facts.destroys() || facts.unresolved() || facts.unparsed() || facts.changes_shape())
+    facts.fingerprint = token_fingerprint(sql, code);
   return facts;
 }
 

@@ -24,6 +24,19 @@
 // cannot continue an identifier ([A-Za-z0-9_$] or any byte >= 0x80; "DO$$" is one identifier
 // and a syntax error), and which is preceded by the start of text, whitespace, ';' or the end of
 // a comment — never by an identifier byte.
+//
+// With shape_changes the classifier also reports shape changes and all transaction control;
+// those statements are lexed from these keywords as well:
+//   create                  CREATE TABLE / FOREIGN TABLE / TABLE AS / MATERIALIZED VIEW / SCHEMA … CREATE TABLE
+//   refresh                 REFRESH MATERIALIZED VIEW
+//   alter                   ALTER … ADD/DROP/ALTER COLUMN, RENAME, SET SCHEMA (already a keyword)
+//   select + into           SELECT … INTO t, also under WITH or EXPLAIN ANALYZE: the text passes
+//                           only when it holds both, anywhere, so INSERT INTO … VALUES stays out
+//   savepoint, rollback,    the transaction control that decides whether a change commits:
+//   release, prepare        ROLLBACK [TO], RELEASE, PREPARE TRANSACTION, COMMIT/ROLLBACK PREPARED
+// BEGIN and COMMIT alone stay out: ReadyForQuery tells the proxy a transaction committed. The
+// shape keywords have their own candidate pairs, so that a default call checks no more pairs
+// than it ever did.
 #include "parser/parser.hpp"
 
 #include <cstddef>
@@ -61,24 +74,28 @@ struct PairSet {
                          (static_cast<unsigned char>(pair[1]) | 0x20u);
     bits[key >> 6] |= uint64_t{1} << (key & 63);
   }
-  constexpr PairSet() {
+  constexpr explicit PairSet(bool shape_changes) {
     for (const char* pair : {"dr", "di", "do", "al", "tr", "ex", "ca", "se", "sc", "re", "pg", "u&"})
       add(pair);
+    if (shape_changes)
+      for (const char* pair : {"cr", "in", "sa", "ro", "pr"}) add(pair);
   }
   bool has(unsigned char a, unsigned char b) const {
     const unsigned key = (a | 0x20u) << 8 | (b | 0x20u);
     return (bits[key >> 6] >> (key & 63)) & 1;
   }
 };
-constexpr PairSet kCandidatePairs;
+constexpr PairSet kCandidatePairs(false);
+constexpr PairSet kShapeCandidatePairs(true);
 
-}  // namespace
-
-bool may_matter(std::string_view sql) {
+template <bool kShape>
+bool scan(std::string_view sql) {
+  constexpr const PairSet& pairs = kShape ? kShapeCandidatePairs : kCandidatePairs;
   const auto* p = reinterpret_cast<const unsigned char*>(sql.data());
   const size_t n = sql.size();
+  [[maybe_unused]] bool seen_select = false, seen_into = false;
   for (size_t i = 0; i + 1 < n; ++i) {
-    if (!kCandidatePairs.has(p[i], p[i + 1])) [[likely]]
+    if (!pairs.has(p[i], p[i + 1])) [[likely]]
       continue;
     const unsigned char* at = p + i;
     const size_t rest = n - i;
@@ -102,17 +119,39 @@ bool may_matter(std::string_view sql) {
         break;
       case 'c':
         if (matches_at(at, rest, "call")) return true;
+        if constexpr (kShape)
+          if (matches_at(at, rest, "create")) return true;
         break;
       case 's':
         if (matches_at(at, rest, "search_path") || matches_at(at, rest, "schema") ||
             matches_at(at, rest, "set_config"))
           return true;
+        if constexpr (kShape) {
+          if (matches_at(at, rest, "savepoint")) return true;
+          if (matches_at(at, rest, "select")) {
+            if (seen_into) return true;
+            seen_select = true;
+          }
+        }
         break;
       case 'r':
         if (matches_at(at, rest, "reset")) return true;
+        if constexpr (kShape)
+          if (matches_at(at, rest, "refresh") || matches_at(at, rest, "rollback") ||
+              matches_at(at, rest, "release"))
+            return true;
         break;
       case 'p':
         if (matches_at(at, rest, "pg_settings")) return true;
+        if constexpr (kShape)
+          if (matches_at(at, rest, "prepare")) return true;
+        break;
+      case 'i':
+        if constexpr (kShape)
+          if (matches_at(at, rest, "into")) {
+            if (seen_select) return true;
+            seen_into = true;
+          }
         break;
       case 'u':
         if (matches_at(at, rest, "u&")) return true;
@@ -122,6 +161,12 @@ bool may_matter(std::string_view sql) {
     }
   }
   return false;
+}
+
+}  // namespace
+
+bool may_matter(std::string_view sql, bool shape_changes) {
+  return shape_changes ? scan<true>(sql) : scan<false>(sql);
 }
 
 }  // namespace predrop::parser

@@ -2,8 +2,12 @@
 // Each case becomes its own test, named <file>_<line>. Besides the case's own expectations,
 // every case checks the invariants that hold for all input:
 //   - soundness: a text with any fact but transaction control must pass may_matter();
-//   - fingerprint is set exactly when something is destructive, unresolved or unparsed;
+//   - fingerprint is set exactly when something is destructive, unresolved, unparsed or (in
+//     shape mode) changes a shape;
 //   - the caching Classifier returns the same facts as classify_uncached().
+// A case marked `shape_changes` is classified with shape_changes on, and its soundness check is
+// the shape prefilter's: every shape change and every txn fact but begin/commit/rollback passes.
+// Every other case is also classified in shape mode, which must add only shape facts.
 // PREDROP_CORPUS_DUMP=1 prints the actual rendering of every case (for writing new cases).
 #include "tests/parser/render.hpp"
 
@@ -28,6 +32,7 @@ struct CorpusCase {
   bool nothing = false;
   bool parse_error = false;
   bool prefilter_false = false;
+  bool shape_changes = false;
   std::optional<size_t> statements;
   std::optional<std::string> normalized;
   std::vector<std::string> absent;  // must not occur in normalized
@@ -79,6 +84,7 @@ std::vector<CorpusCase> load_file(const std::filesystem::path& path) {
       if (e == "nothing") current->nothing = true;
       else if (e == "parse_error") current->parse_error = true;
       else if (e == "prefilter false") current->prefilter_false = true;
+      else if (e == "shape_changes") current->shape_changes = true;
       else if (e.rfind("statements ", 0) == 0) current->statements = std::stoul(e.substr(11));
       else if (e.rfind("normalized ", 0) == 0) current->normalized = e.substr(11);
       else if (e.rfind("absent ", 0) == 0) current->absent.push_back(e.substr(7));
@@ -128,7 +134,7 @@ TEST_P(CorpusTest, Facts) {
       << "a case needs at least one expectation (use 'nothing')";
   ASSERT_FALSE(c.nothing && !c.expect.empty()) << "'nothing' contradicts listed facts";
 
-  const Facts facts = classify_uncached(c.sql);
+  const Facts facts = classify_uncached(c.sql, true, c.shape_changes);
   const std::vector<std::string> actual = render_facts(facts);
 
   EXPECT_EQ(facts.parse_error, c.parse_error) << facts.error_message;
@@ -150,23 +156,40 @@ TEST_P(CorpusTest, Facts) {
   }
 
   // Soundness of the prefilter: anything the classifier reports must get past it, except
-  // transaction control alone, which the prefilter leaves out by design (prefilter.cpp).
-  const bool reportable = std::any_of(actual.begin(), actual.end(), [](const std::string& l) {
-    return l.find(" txn ") == std::string::npos;
+  // transaction control alone, which the prefilter leaves out by design (prefilter.cpp); in shape
+  // mode only BEGIN, COMMIT and ROLLBACK without TO stay out.
+  const bool reportable = std::any_of(actual.begin(), actual.end(), [&](const std::string& l) {
+    if (!c.shape_changes) return l.find(" txn ") == std::string::npos;
+    return l.find(" txn begin") == std::string::npos && l.find(" txn commit") == std::string::npos &&
+           l.find(" txn rollback") == std::string::npos;
   });
   if (reportable) {
-    EXPECT_TRUE(may_matter(c.sql)) << "prefilter would hide: " << c.sql;
+    EXPECT_TRUE(may_matter(c.sql, c.shape_changes)) << "prefilter would hide: " << c.sql;
   }
   if (c.prefilter_false) {
-    EXPECT_FALSE(may_matter(c.sql));
+    EXPECT_FALSE(may_matter(c.sql, c.shape_changes));
   }
 
-  EXPECT_EQ(!facts.fingerprint.empty(), facts.destroys() || facts.unresolved() || facts.unparsed());
+  EXPECT_EQ(!facts.fingerprint.empty(),
+            facts.destroys() || facts.unresolved() || facts.unparsed() || facts.changes_shape());
+  if (!c.shape_changes) {
+    EXPECT_FALSE(facts.changes_shape());
+    // Shape mode adds shape facts (changes, an ADD COLUMN action, 2PC gids) and takes none away.
+    const Facts shape = classify_uncached(c.sql, true, true);
+    ASSERT_EQ(shape.statements.size(), facts.statements.size());
+    for (size_t i = 0; i < facts.statements.size(); ++i) {
+      EXPECT_GE(shape.statements[i].targets.size(), facts.statements[i].targets.size()) << i;
+      EXPECT_EQ(shape.statements[i].unresolved_risk, facts.statements[i].unresolved_risk) << i;
+      EXPECT_EQ(shape.statements[i].unparsed, facts.statements[i].unparsed) << i;
+      EXPECT_EQ(shape.statements[i].search_path.has_value(), facts.statements[i].search_path.has_value()) << i;
+    }
+    EXPECT_EQ(shape.normalized, facts.normalized);
+  }
 
   Classifier classifier(8);
   for (int round = 0; round < 2; ++round) {
-    auto cached = classifier.classify(c.sql);
-    if (!may_matter(c.sql)) {
+    auto cached = classifier.classify(c.sql, true, c.shape_changes);
+    if (!may_matter(c.sql, c.shape_changes)) {
       EXPECT_EQ(cached, nullptr);
       continue;
     }
@@ -184,8 +207,9 @@ TEST(CorpusSize, AtLeast200Statements) {
   EXPECT_GE(corpus().size(), 200u);
   if (std::getenv("PREDROP_CORPUS_DUMP")) {
     for (const auto& c : corpus()) {
-      const Facts f = classify_uncached(c.sql);
+      const Facts f = classify_uncached(c.sql, true, c.shape_changes);
       std::cout << "=== " << c.title << "  [" << c.where << "]\n" << c.sql << "\n";
+      if (c.shape_changes) std::cout << ">>> shape_changes\n";
       if (f.parse_error) std::cout << ">>> parse_error\n";
       auto lines = render_facts(f);
       if (lines.empty() && !f.parse_error) std::cout << ">>> nothing\n";

@@ -48,12 +48,19 @@ inline std::string render_target(const Target& t) {
   return out;
 }
 
+inline std::string render_relation(const RelationName& r) {
+  return (r.schema.empty() ? std::string() : quote_if_needed(r.schema) + ".") + quote_if_needed(r.name);
+}
+
 inline std::vector<std::string> render_facts(const Facts& f) {
   std::vector<std::string> lines;
   for (size_t i = 0; i < f.statements.size(); ++i) {
     const Statement& s = f.statements[i];
     const std::string n = std::to_string(i) + " ";
     for (const Target& t : s.targets) lines.push_back(n + render_target(t));
+    for (const ShapeChange& c : s.changes)
+      lines.push_back(n + "change " + (c.kind == ShapeChange::Kind::create ? "create " : "alter ") +
+                      render_relation(c.relation));
     if (s.search_path) {
       static const char* scopes[] = {"session", "local", "reset"};
       std::string line = n + "search_path " + scopes[static_cast<int>(s.search_path->scope)];
@@ -63,7 +70,8 @@ inline std::vector<std::string> render_facts(const Facts& f) {
     }
     if (s.txn != TxnControl::none) {
       static const char* kinds[] = {"none", "begin", "commit", "rollback", "savepoint",
-                                    "release", "rollback_to", "prepare"};
+                                    "release", "rollback_to", "prepare", "commit_prepared",
+                                    "rollback_prepared"};
       std::string line = n + "txn " + kinds[static_cast<int>(s.txn)];
       if (!s.savepoint.empty()) line += " " + quote_if_needed(s.savepoint);
       lines.push_back(line);
