@@ -3,7 +3,9 @@
 // proxy relies on: anything the classifier reports (other than transaction control) must have
 // passed may_matter(), or the prefilter would hide a destructive statement; and a DROP appended
 // to any input is found or reported unparsed, never lost (the scanner fallback's promise); with
-// standard_conforming_strings off as well as on.
+// standard_conforming_strings off as well as on. In shape mode (shape_changes) also: a shape
+// change, or transaction control other than BEGIN/COMMIT/ROLLBACK, must have passed
+// may_matter(text, true), and shape mode only adds facts to the default mode's.
 #include "parser/parser.hpp"
 
 #include <cstdint>
@@ -64,6 +66,46 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (!off.fingerprint.empty() != (off.destroys() || off.unresolved() || off.unparsed())) std::abort();
     if (classify_uncached(text).fingerprint != facts.fingerprint) std::abort();
+  }
+
+  // Shape mode: what the "after" capture needs must get past its prefilter too.
+  {
+    const bool shape_passes = may_matter(text, true);
+    if (passes && !shape_passes) {
+      std::fprintf(stderr, "the shape prefilter rejects text the default prefilter passes\n");
+      std::abort();
+    }
+    const Facts shape = classify_uncached(text, true, true);
+    bool needs_pass = shape.changes_shape() || shape.destroys() || shape.unresolved() ||
+                      shape.touches_search_path() || shape.unparsed();
+    for (const Statement& s : shape.statements) {
+      needs_pass = needs_pass || (s.txn != TxnControl::none && s.txn != TxnControl::begin &&
+                                  s.txn != TxnControl::commit && s.txn != TxnControl::rollback);
+      for (const ShapeChange& c : s.changes)
+        if (c.relation.name.empty()) std::abort();
+    }
+    if (needs_pass && !shape_passes) {
+      std::fprintf(stderr, "shape prefilter unsound: shape mode reports facts for text may_matter(text, true) rejects\n");
+      std::abort();
+    }
+    if (!shape.fingerprint.empty() !=
+        (shape.destroys() || shape.unresolved() || shape.unparsed() || shape.changes_shape()))
+      std::abort();
+    if (shape.statements.size() != facts.statements.size() || shape.parse_error != facts.parse_error) std::abort();
+    for (size_t i = 0; i < facts.statements.size(); ++i) {
+      const Statement& a = facts.statements[i];
+      const Statement& b = shape.statements[i];
+      if (!a.changes.empty() || b.targets.size() < a.targets.size() || b.unresolved_risk != a.unresolved_risk ||
+          b.unparsed != a.unparsed || b.search_path.has_value() != a.search_path.has_value()) {
+        std::fprintf(stderr, "shape mode changed a default-mode fact\n");
+        std::abort();
+      }
+    }
+    const Facts shape_off = classify_uncached(text, false, true);
+    if ((shape_off.changes_shape() || shape_off.destroys() || shape_off.unparsed()) && !shape_passes) {
+      std::fprintf(stderr, "shape prefilter unsound with standard_conforming_strings off\n");
+      std::abort();
+    }
   }
 
   // The same bytes as a search_path value: must not crash, names obey the 63-byte limit.
