@@ -143,11 +143,12 @@ void cmd_baseline(const Flags& f) {
   o.enrich_identity_sql = s.cfg->enrich_identity_sql;
   o.enrich_provenance_sql = s.cfg->enrich_provenance_sql;
   auto cfg = s.cfg;
-  // The policy's tables: those a DROP TABLE would be snapshotted for (kind 0 = drop_table).
-  if (f.schemas.empty())
-    o.include = [cfg](const std::string& db, const std::string& schema, const std::string& table) {
-      return cfg->decide(db, schema, table, 0).action == policy::Action::snapshot;
-    };
+  // The policy's tables: those a DROP TABLE would be snapshotted for (kind 0 = drop_table), and
+  // with --schema every table of those schemas; baseline.exclude either way.
+  o.include = [cfg, all = !f.schemas.empty()](const std::string& db, const std::string& schema, const std::string& table) {
+    if (cfg->baseline_excludes(schema, table)) return false;
+    return all || cfg->decide(db, schema, table, 0).action == policy::Action::snapshot;
+  };
   bool bar = f.c.format == "text" && isatty(STDERR_FILENO);
   if (bar)
     o.progress = [](int done, int total) {

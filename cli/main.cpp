@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "capture/capture.hpp"
+#include "cli/baseline_schedule.hpp"
 #include "cli/evidence.hpp"
 #include "policy/policy.hpp"
 #include "proxy/server.hpp"
@@ -117,5 +118,8 @@ int main(int argc, char** argv) {
   };
   auto cfg = std::make_shared<Config>(*base);
   flags(*cfg);
-  return predrop::proxy::serve(cfg, sf.config_path, flags);
+  predrop::cli::BaselineSchedule baseline(cfg, sf.config_path, flags);
+  int rc = predrop::proxy::serve(cfg, sf.config_path, flags);
+  baseline.stop();
+  return rc;
 }

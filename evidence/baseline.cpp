@@ -45,7 +45,10 @@ SELECT DISTINCT ON (s.schema_name, s.table_name) s.schema_name, s.table_name,
  ORDER BY s.schema_name, s.table_name, s.captured_at DESC
 )SQL";
 
+// One statement inserts the batch and notifies each row, so a listener hears of exactly the rows
+// that committed.
 constexpr const char* kInsertSql = R"SQL(
+WITH ins AS (
 INSERT INTO @STORE@ (schema_name, table_name, resource_identity, version, reason, actor, column_count,
                      row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
                      normalization_version, layout_profile, header_quality, is_truncated, database_name, table_oid)
@@ -57,6 +60,13 @@ SELECT i.schema_name, i.table_name, i.resource_identity, i.version, 'baseline', 
        AS i(schema_name, table_name, resource_identity, version, column_count, row_count_estimate, schema_hash,
             columns_profile, stats_available, extra, parser_version, normalization_version, layout_profile,
             header_quality, is_truncated, table_oid)
+RETURNING id, database_name, schema_name, table_name, reason, schema_hash, captured_at
+)
+SELECT count(pg_notify('predrop_snapshots',
+                       json_build_object('id', id, 'database', database_name, 'schema', schema_name,
+                                         'table', table_name, 'reason', reason, 'schema_hash', schema_hash,
+                                         'pair_of', NULL, 'captured_at', captured_at)::text))
+  FROM ins
 )SQL";
 
 std::vector<std::string> names_of(const std::string& array_text) {
@@ -165,8 +175,10 @@ BaselineResult run_baseline(const BaselineOptions& o) {
   };
   std::vector<Table> tables;
   std::set<std::string> schemas;
+  const Name store_name = split_qualified(o.store_table);
   for (int i = 0; i < live.rows(); ++i) {
     Table t{{live.text(i, 0), live.text(i, 1)}, names_of(live.text(i, 2))};
+    if (t.name.first == "predrop" || t.name == store_name) continue;
     if (o.include && !o.include(res.database, t.name.first, t.name.second)) continue;
     schemas.insert(t.name.first);
     tables.push_back(std::move(t));
@@ -224,6 +236,11 @@ BaselineResult run_baseline(const BaselineOptions& o) {
       writing = 0;
     };
     for (size_t b = first; b < batches.size(); b += lanes) {
+      if (o.cancelled && o.cancelled()) {
+        std::lock_guard<std::mutex> g(mu);
+        res.interrupted = true;
+        break;
+      }
       const auto& part = batches[b];
       std::vector<CapturedTable> captured;
       std::optional<std::string> failed;

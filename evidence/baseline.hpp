@@ -5,6 +5,12 @@
 // that reads only the catalog and pg_stats; all writes go to the store, on other connections.
 // Batches run in `lanes` (a target session and a store writer each), and within a lane the store
 // write of one batch overlaps the catalog reads of the next.
+// predrop's own tables are never baselined: the schema predrop (the ledger, migrations) and the
+// store table wherever store_table puts it, in whatever database the target is; a baseline of the
+// store's own database would otherwise snapshot the store. Every row written is announced with
+// pg_notify('predrop_snapshots', payload) in the statement that inserts it, the payload a JSON
+// object with the keys the capture side's writes use too: id, database, schema, table, reason,
+// schema_hash, pair_of (null here) and captured_at.
 #pragma once
 
 #include <functional>
@@ -35,6 +41,7 @@ struct BaselineOptions {
   std::string enrich_provenance_sql;
   std::string actor = "predrop baseline";
   std::function<void(int done, int total)> progress;  // after every batch
+  std::function<bool()> cancelled;  // asked before every batch: true ends the run there
 };
 
 struct BaselineResult {
@@ -46,6 +53,7 @@ struct BaselineResult {
   int remaining = 0;    // candidates still without a matching snapshot after this run
   double seconds = 0;
   double tables_per_s = 0;  // captured / seconds, end to end
+  bool interrupted = false;  // cancelled() ended the run before its last batch
   std::vector<std::string> errors;
 };
 

@@ -38,6 +38,14 @@ void check_across_keys(LoadContext& ctx) {
   check_version_range(ctx, "tls", c.tls.min_version, c.tls.max_version);
   check_version_range(ctx, "upstream_tls", c.upstream_tls.min_version, c.upstream_tls.max_version);
 
+  // Naming the databases is the operator's choice: a sidecar must not start walking every
+  // database its capture role happens to reach.
+  if (c.baseline_interval_s > 0 && c.baseline_databases.empty()) {
+    const std::string key = ctx.origins.count("baseline.databases") ? "baseline.databases" : "baseline.interval_s";
+    ctx.error(ctx.origin_of(key), key + ": baseline.interval_s is " + std::to_string(c.baseline_interval_s) +
+                                      " but baseline.databases is empty; name the databases serve should baseline");
+  }
+
   if (c.limits.max_inspect_bytes > c.limits.max_message_bytes) {
     const std::string key =
         ctx.origins.count("limits.max_inspect_bytes") ? "limits.max_inspect_bytes" : "limits.max_message_bytes";

@@ -39,4 +39,15 @@ Decision Config::decide(std::string_view database, std::string_view schema, std:
   return {default_rule.action, default_rule.on_failure, -1};
 }
 
+bool Config::baseline_excludes(std::string_view schema, std::string_view table) const {
+  for (const auto& item : baseline_exclude) {
+    auto dot = item.find('.');
+    if (dot == std::string::npos) continue;  // the loader refuses these
+    if (detail::glob_match(std::string_view(item).substr(0, dot), schema) &&
+        detail::glob_match(std::string_view(item).substr(dot + 1), table))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace predrop::policy

@@ -27,6 +27,19 @@ std::string non_empty_item(std::string_view item) {
   return item.empty() ? std::string("entries must not be empty") : std::string();
 }
 
+// baseline.exclude: "schema.table", either part a glob ("schema.*").
+std::string check_exclude_glob(std::string_view item) {
+  auto dot = item.find('.');
+  if (dot == std::string_view::npos || item.find('.', dot + 1) != std::string_view::npos || dot == 0 ||
+      dot + 1 == item.size())
+    return "'" + std::string(item) + "' is not schema.table (a glob on each side, e.g. audit.* or *.tmp_?)";
+  for (auto part : {item.substr(0, dot), item.substr(dot + 1)}) {
+    std::string err = glob_syntax_error(part);
+    if (!err.empty()) return "glob " + err;
+  }
+  return {};
+}
+
 template <class Access>
 ConfigKey path_key(std::string name, Access access, ReloadBehaviour reload) {
   auto k = string_key<Config>(std::move(name), access, reload);
@@ -128,6 +141,17 @@ std::vector<ConfigKey> build_config_keys() {
   k.push_back(string_key<Config>("enrichment.provenance_sql",
                                  [](auto& c) -> auto& { return c.enrich_provenance_sql; }, sighup));
   k.back().type = "SQL text";
+
+  k.push_back(int_key<Config>("baseline.interval_s", [](auto& c) -> auto& { return c.baseline_interval_s; }, 0,
+                              30LL * 86400, sighup));
+  k.push_back(list_key<Config>("baseline.databases", [](auto& c) -> auto& { return c.baseline_databases; }, sighup,
+                               non_empty_item));
+  k.push_back(list_key<Config>("baseline.exclude", [](auto& c) -> auto& { return c.baseline_exclude; }, sighup,
+                               check_exclude_glob));
+  k.back().type = "a list of schema.table globs";
+  k.push_back(int_key<Config>("baseline.batch_size", [](auto& c) -> auto& { return c.baseline_batch_size; }, 1,
+                              100000, sighup));
+  k.push_back(int_key<Config>("baseline.lanes", [](auto& c) -> auto& { return c.baseline_lanes; }, 1, 16, sighup));
 
   k.push_back(enum_key<Config>("default.action", [](auto& c) -> auto& { return c.default_rule.action; }, kActions,
                                sighup));

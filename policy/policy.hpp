@@ -102,11 +102,20 @@ struct Config {
   int dedup_window_s = 0;
   std::string enrich_identity_sql;
   std::string enrich_provenance_sql;
+  // The baseline inside serve: a pass every baseline_interval_s (0: off) over baseline_databases,
+  // one sidecar of a fleet at a time (an advisory lock on the store).
+  int baseline_interval_s = 0;
+  std::vector<std::string> baseline_databases;
+  std::vector<std::string> baseline_exclude;  // "schema.table" globs, never baselined
+  int baseline_batch_size = 500;
+  int baseline_lanes = 2;
   std::vector<Rule> rules;         // first match wins
   Rule default_rule;               // when none matches
 
   // kind is parser::DestroyKind as an index (policy does not depend on parser/).
   Decision decide(std::string_view database, std::string_view schema, std::string_view table, int kind) const;
+  // Whether a baseline.exclude glob names the table.
+  bool baseline_excludes(std::string_view schema, std::string_view table) const;
 };
 
 struct ConfigError {
