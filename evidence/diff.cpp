@@ -349,6 +349,13 @@ void match_excluded(const StoredSnapshot& before, const StoredSnapshot& after, c
 
 }  // namespace
 
+bool is_after(const StoredSnapshot& s) { return s.reason.rfind("post_", 0) == 0; }
+
+bool same_relation(const StoredSnapshot& a, const StoredSnapshot& b) {
+  return a.table_oid && b.table_oid && *a.table_oid == *b.table_oid && !a.database_name.empty() &&
+         a.database_name == b.database_name;
+}
+
 bool is_identifiable(const ColumnProfile& c, const DiffOptions& opt) {
   if (c.null_frac && *c.null_frac > opt.max_identifiable_null_frac) return false;
   std::set<std::string> meaningful;
@@ -401,12 +408,27 @@ SnapshotDiff diff_snapshots(const StoredSnapshot& before, const StoredSnapshot& 
     if (!b.count(n)) d.added.push_back(n);  // std::map iterates in byte (code point) order
   for (const auto& [n, _] : b)
     if (!a.count(n)) d.removed.push_back(n);
+  // One relation: a column is its attnum. A removed name whose attnum reappears under an added
+  // name was renamed (ALTER TABLE … RENAME COLUMN); nothing else is a rename, whatever the values.
+  std::map<std::string, std::string> renamed_to;  // after name -> before name
+  const bool by_attnum = same_relation(before, after);
+  if (by_attnum) {
+    std::map<int, std::string> added_at;
+    for (const auto& n : d.added) added_at[a[n]->ordinal] = n;
+    for (const auto& n : d.removed) {
+      auto it = added_at.find(b[n]->ordinal);
+      if (it == added_at.end()) continue;
+      d.renamed_candidates.push_back({n, it->second, 1.0, "attnum"});
+      renamed_to[it->second] = n;
+    }
+  }
   for (const auto& c : after.columns) {
     auto it = b.find(c.name);
+    if (auto r = renamed_to.find(c.name); r != renamed_to.end()) it = b.find(r->second);
     if (it != b.end() && it->second->pg_type != c.pg_type) d.type_changed.push_back({c.name, it->second->pg_type, c.pg_type});
   }
 
-  if (!d.added.empty() && !d.removed.empty()) {
+  if (!by_attnum && !d.added.empty() && !d.removed.empty()) {
     std::vector<const ColumnProfile*> pool;
     for (const auto& n : d.added)
       if (is_identifiable(*a[n], opt)) pool.push_back(a[n]);

@@ -38,7 +38,19 @@ struct StoredSnapshot {
   std::string extra_json;                // "" when NULL
   Provenance provenance;
   std::optional<std::string> drop_outcome;
+  std::optional<int64_t> table_oid;
+  // Before/after pairs (migration 0002): the before an after completes, and for a post_analyze
+  // the after whose profile it is (extra->>'profile_of').
+  std::optional<std::string> pair_of;
+  std::optional<std::string> profile_of;
 };
+
+// post_create, post_alter, post_analyze: a shape after a statement. Anything else (pre_drop,
+// baseline, the reference's own reasons) is a before.
+bool is_after(const StoredSnapshot& s);
+// Both snapshots are of one relation: same database and table OID, so the columns' attnums are
+// their identity and a rename is read from them, not guessed from values.
+bool same_relation(const StoredSnapshot& a, const StoredSnapshot& b);
 
 enum class RenameMethod {
   reference,  // openarg §5.3: 0.7 Jaccard + 0.2 type + 0.1 null agreement; >1 candidate = ambiguous
@@ -75,6 +87,8 @@ struct RenameCandidate {
   // column the gate excludes whose whole value set, type and null fraction reappear under the one
   // new name in the same place; fixed score kValueSetScore), "position+name" (an empty or
   // marker-only column: same place, same type, related name; fixed score kPositionNameScore).
+  // Either method: "attnum" when both snapshots are of one relation (same_relation) and the
+  // column kept its attnum under a new name; certain, similarity 1.
   std::string evidence;
 };
 inline constexpr double kValueSetScore = 0.5;

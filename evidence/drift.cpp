@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 namespace predrop::evidence {
@@ -146,15 +147,81 @@ void classify_pair(PairVerdict& p, const DriftContext& ctx, const DiffOptions& o
 
 }  // namespace
 
+Pairing find_pairs(const std::vector<StoredSnapshot>& snaps) {
+  Pairing out;
+  std::map<std::string, const StoredSnapshot*> by_id;
+  for (const auto& s : snaps) by_id[s.id] = &s;
+  auto later = [](const StoredSnapshot* a, const StoredSnapshot* b) {
+    return !b || a->captured_at > b->captured_at || (a->captured_at == b->captured_at && a->id > b->id);
+  };
+  std::map<std::string, std::vector<const StoredSnapshot*>> afters_of;
+  for (const auto& s : snaps) {
+    if (!is_after(s)) continue;
+    if (s.pair_of) {
+      auto it = by_id.find(*s.pair_of);
+      if (it != by_id.end() && !is_after(*it->second)) {
+        afters_of[*s.pair_of].push_back(&s);
+        continue;
+      }
+    }
+    // An unpaired after's own profile: the newer row stands for both.
+    if (s.reason == "post_analyze" && s.profile_of && by_id.count(*s.profile_of)) out.superseded.insert(*s.profile_of);
+  }
+  for (const auto& [before_id, afters] : afters_of) {
+    const StoredSnapshot* shape = nullptr;  // newest post_create / post_alter
+    for (const auto* a : afters)
+      if (a->reason != "post_analyze" && later(a, shape)) shape = a;
+    const StoredSnapshot* profile = nullptr;  // its post_analyze
+    for (const auto* a : afters) {
+      if (a->reason != "post_analyze") continue;
+      bool of_shape = !shape || (a->profile_of ? *a->profile_of == shape->id : a->captured_at >= shape->captured_at);
+      if (of_shape && later(a, profile)) profile = a;
+    }
+    CompletePair p{by_id[before_id], profile ? profile : shape, false};
+    if (!p.after) continue;
+    p.waiting_for_stats = p.after->reason != "post_analyze" && !p.after->stats_available;
+    out.in_pair.insert(before_id);
+    for (const auto* a : afters) {
+      out.in_pair.insert(a->id);
+      if (a != p.after) out.superseded.insert(a->id);
+    }
+    out.pairs.push_back(p);
+  }
+  std::sort(out.pairs.begin(), out.pairs.end(), [&](const CompletePair& x, const CompletePair& y) { return later(y.after, x.after); });
+  std::vector<const StoredSnapshot*> rest;
+  for (const auto& s : snaps)
+    if (!out.in_pair.count(s.id) && !out.superseded.count(s.id)) rest.push_back(&s);
+  std::stable_sort(rest.begin(), rest.end(), [&](const StoredSnapshot* x, const StoredSnapshot* y) { return later(y, x); });
+  out.unpaired = std::move(rest);
+  return out;
+}
+
 std::vector<PairVerdict> pair_and_classify(const std::vector<StoredSnapshot>& window,
                                            const std::vector<StoredSnapshot>& versioned, const DiffOptions& opt) {
   std::vector<PairVerdict> out;
-  for (size_t i = 1; i < window.size(); ++i) {
-    const auto &prev = window[i - 1], &cur = window[i];
-    if (prev.schema_name != cur.schema_name || prev.table_name != cur.table_name) continue;
-    PairVerdict p{"same_table", &prev, &cur, false, {}};
-    classify_pair(p, {same_if_known(prev.resource_identity, cur.resource_identity), std::nullopt}, opt);
+  Pairing pairing = find_pairs(window);
+  std::map<std::string, const StoredSnapshot*> after_of;
+  for (const auto& cp : pairing.pairs) {
+    after_of[cp.before->id] = cp.after;
+    PairVerdict p{"before_after", cp.before, cp.after, false, {}};
+    classify_pair(p, {same_if_known(cp.before->resource_identity, cp.after->resource_identity), std::nullopt}, opt);
     out.push_back(std::move(p));
+  }
+  // The chain of a table's shapes: a snapshot is compared with the one before it, where a before
+  // that has a pair stands as its after's shape, and the afters themselves are not links.
+  const StoredSnapshot* last = nullptr;
+  for (size_t i = 0; i < window.size(); ++i) {
+    const auto& cur = window[i];
+    if (i > 0 && (window[i - 1].schema_name != cur.schema_name || window[i - 1].table_name != cur.table_name)) last = nullptr;
+    if (pairing.superseded.count(cur.id) || (is_after(cur) && pairing.in_pair.count(cur.id))) continue;
+    if (last) {
+      PairVerdict p{"same_table", last, &cur, false, {}};
+      classify_pair(p, {same_if_known(last->resource_identity, cur.resource_identity), std::nullopt}, opt);
+      out.push_back(std::move(p));
+    }
+    last = &cur;
+    if (auto it = after_of.find(cur.id); it != after_of.end())
+      last = it->second->schema_name == cur.schema_name && it->second->table_name == cur.table_name ? it->second : nullptr;
   }
   for (size_t i = 1; i < versioned.size(); ++i) {
     const auto &prev = versioned[i - 1], &cur = versioned[i];
@@ -167,7 +234,7 @@ std::vector<PairVerdict> pair_and_classify(const std::vector<StoredSnapshot>& wi
 }
 
 nlohmann::json drift_report_json(const std::vector<StoredSnapshot>& window, const std::vector<PairVerdict>& pairs,
-                                 int days, size_t max_examples) {
+                                 int days, size_t max_examples, size_t max_changes) {
   nlohmann::json r;
   r["window_days"] = days;
   std::set<std::pair<std::string, std::string>> tables;
@@ -188,6 +255,7 @@ nlohmann::json drift_report_json(const std::vector<StoredSnapshot>& window, cons
   r["pairs_found"] = pairs.size();
   std::vector<DriftVerdict> all;
   std::map<std::string, std::vector<DriftVerdict>> by_kind{{"same_table", {}}, {"version", {}}};
+  if (std::any_of(pairs.begin(), pairs.end(), [](const PairVerdict& p) { return p.kind == "before_after"; })) by_kind["before_after"];
   nlohmann::json examples = nlohmann::json::array();
   for (const auto& p : pairs) {
     by_kind[p.kind];
@@ -210,6 +278,41 @@ nlohmann::json drift_report_json(const std::vector<StoredSnapshot>& window, cons
     ex["gates_not_evaluated"] = p.verdict.gates_not_evaluated;
     examples.push_back(std::move(ex));
   }
+  Pairing pairing = find_pairs(window);
+  r["complete_pairs"] = pairing.pairs.size();
+  r["pairs_waiting_for_stats"] = std::count_if(pairing.pairs.begin(), pairing.pairs.end(), [](const CompletePair& p) { return p.waiting_for_stats; });
+  r["unpaired_snapshots"] = pairing.unpaired.size();
+  // Whatever the verdict: an unattributable pair still changed, and a reader needs to see how.
+  nlohmann::json changes = nlohmann::json::array();
+  std::map<std::string, int> gates;
+  size_t changes_left_off = 0;
+  for (const auto& p : pairs) {
+    if (!p.evaluated) continue;
+    const auto& d = p.verdict.diff;
+    if (!d.schema_changed && d.type_changed.empty()) continue;
+    for (const auto& g : p.verdict.gates_not_evaluated) ++gates[g];
+    if (changes.size() >= max_changes) {
+      ++changes_left_off;
+      continue;
+    }
+    nlohmann::json c = to_json(d);
+    c.erase("schema_changed");
+    c.erase("provenance_changed");
+    c["pair_kind"] = p.kind;
+    c["table"] = p.after->schema_name + "." + p.after->table_name;
+    c["before_id"] = p.before->id;
+    c["after_id"] = p.after->id;
+    c["before_reason"] = p.before->reason;
+    c["after_reason"] = p.after->reason;
+    c["before_captured_at"] = p.before->captured_at;
+    c["after_captured_at"] = p.after->captured_at;
+    c["verdict"] = p.verdict.verdict;
+    c["change_class"] = p.verdict.change_class.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.verdict.change_class);
+    changes.push_back(std::move(c));
+  }
+  r["changes"] = changes;
+  r["changes_left_off"] = changes_left_off;
+  r["gates_not_evaluated"] = gates;
   r["pairs_by_kind"] = nlohmann::json::object();
   nlohmann::json kinds = nlohmann::json::object();
   for (const auto& [k, v] : by_kind) {

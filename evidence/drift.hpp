@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,32 @@ struct VerdictSummary {
 };
 VerdictSummary summarize(const std::vector<DriftVerdict>& verdicts);
 
+// Before/after pairs (store version 2). An after names the before it completes in pair_of; the
+// pair's after is the newest post_create/post_alter of that before, or the post_analyze that
+// profiles it (extra profile_of) once there is one. Pointers refer into the vector passed in.
+struct CompletePair {
+  const StoredSnapshot* before = nullptr;
+  const StoredSnapshot* after = nullptr;
+  bool waiting_for_stats = false;  // the after has no statistics and no post_analyze yet
+};
+struct Pairing {
+  std::vector<CompletePair> pairs;               // by the after's captured_at
+  // In no pair: befores nothing completes, afters whose before is not in the set (pair_of NULL:
+  // a brand new table; or the before is gone), oldest first.
+  std::vector<const StoredSnapshot*> unpaired;
+  std::set<std::string> in_pair;                 // ids of befores and of every after of a pair
+  std::set<std::string> superseded;              // afters a newer after (or its profile) replaces
+};
+Pairing find_pairs(const std::vector<StoredSnapshot>& snaps);
+
 // The pairing of the reference's shadow drift report: consecutive snapshots of a table inside the
 // window (same_table), and consecutive versions of a resource identity whose table name changed
 // (version, not windowed). Pointers refer into the vectors passed in.
+// With before/after pairs, each complete pair is one pair of kind before_after, and the
+// consecutive same_table chain skips the afters (their before stands for them, then their
+// shape is what the next snapshot is compared with).
 struct PairVerdict {
-  std::string kind;  // same_table | version
+  std::string kind;  // before_after | same_table | version
   const StoredSnapshot* before = nullptr;
   const StoredSnapshot* after = nullptr;
   bool evaluated = false;  // false: a columns_profile could not be read; the pair is skipped
@@ -58,9 +80,12 @@ struct PairVerdict {
 std::vector<PairVerdict> pair_and_classify(const std::vector<StoredSnapshot>& window,
                                            const std::vector<StoredSnapshot>& versioned, const DiffOptions& opt = {});
 // window_days, coverage, pairs_found, pairs_by_kind, the summary fields, by_kind, up to
-// max_examples actionable examples, mode "shadow".
+// max_examples actionable examples, mode "shadow"; complete_pairs, pairs_waiting_for_stats,
+// unpaired_snapshots; "changes", every evaluated pair whose columns changed (at most
+// max_changes, the rest counted in changes_left_off) whatever its verdict, and
+// "gates_not_evaluated", each gate those pairs could not evaluate with how many.
 nlohmann::json drift_report_json(const std::vector<StoredSnapshot>& window, const std::vector<PairVerdict>& pairs,
-                                 int days, size_t max_examples = 20);
+                                 int days, size_t max_examples = 20, size_t max_changes = 500);
 
 nlohmann::json to_json(const DriftVerdict& v);
 nlohmann::json to_json(const VerdictSummary& s);

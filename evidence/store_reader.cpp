@@ -16,7 +16,7 @@ constexpr const char* kColumns =
     "id::text, schema_name, table_name, coalesce(database_name, ''), resource_identity, version, reason, actor, "
     "to_char(captured_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), column_count, row_count_estimate, "
     "schema_hash, columns_profile::text, stats_available, extra::text, parser_version, normalization_version, "
-    "layout_profile, header_quality, is_truncated, drop_outcome";
+    "layout_profile, header_quality, is_truncated, drop_outcome, table_oid, extra->>'profile_of'";
 
 std::optional<double> number(const nlohmann::json& j) {
   if (j.is_number()) return j.get<double>();
@@ -63,6 +63,9 @@ StoredSnapshot row_to_snapshot(const PgResult& r, int i) {
   s.provenance.header_quality = r.opt(i, 18);
   if (!r.is_null(i, 19)) s.provenance.is_truncated = r.text(i, 19) == "t";
   s.drop_outcome = r.opt(i, 20);
+  if (!r.is_null(i, 21)) s.table_oid = std::strtoll(r.text(i, 21).c_str(), nullptr, 10);
+  s.profile_of = r.opt(i, 22);
+  s.pair_of = r.opt(i, 23);
   return s;
 }
 
@@ -143,10 +146,17 @@ EvidenceStore::EvidenceStore(const std::string& conninfo, const std::string& sto
     : db_(conninfo, "predrop-evidence"), quoted_table_(db_.quote_qualified(store_table)) {
   // The tools only read; say so to the server too.
   db_.run("SET default_transaction_read_only = on");
+  // A store migrate has not brought to version 2 (or the reference's own table) has no pair_of:
+  // read as NULL there, every snapshot unpaired.
+  auto [schema, table] = split_qualified(store_table);
+  auto r = db_.exec("SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = 'pair_of' AND NOT a.attisdropped",
+                    {schema, table});
+  pair_column_ = r.rows() > 0 ? "pair_of::text" : "NULL::text";
 }
 
 std::vector<StoredSnapshot> EvidenceStore::query(const std::string& where_order, const Params& params) {
-  auto r = db_.exec(std::string("SELECT ") + kColumns + " FROM " + quoted_table_ + " " + where_order, params);
+  auto r = db_.exec(std::string("SELECT ") + kColumns + ", " + pair_column_ + " FROM " + quoted_table_ + " " + where_order, params);
   std::vector<StoredSnapshot> out;
   out.reserve(r.rows());
   for (int i = 0; i < r.rows(); ++i) out.push_back(row_to_snapshot(r, i));
@@ -176,6 +186,24 @@ std::vector<StoredSnapshot> EvidenceStore::latest_of_identity(const std::string&
 
 std::vector<StoredSnapshot> EvidenceStore::history(const std::string& schema, const std::string& table) {
   return query("WHERE schema_name = $1 AND table_name = $2 ORDER BY captured_at, id", {schema, table});
+}
+
+std::vector<StoredSnapshot> EvidenceStore::table_with_pairs(const std::string& schema, const std::string& table) {
+  if (!has_pairs()) return history(schema, table);
+  // A RENAME TO or SET SCHEMA leaves the before under the old name and the after under the new.
+  const std::string of_table = "(SELECT id FROM " + quoted_table_ + " WHERE schema_name = $1 AND table_name = $2)";
+  return query("WHERE (schema_name = $1 AND table_name = $2) OR id IN (SELECT pair_of FROM " + quoted_table_ +
+                   " WHERE schema_name = $1 AND table_name = $2 AND pair_of IS NOT NULL) OR pair_of IN " + of_table +
+                   " ORDER BY captured_at, id",
+               {schema, table});
+}
+
+std::vector<StoredSnapshot> EvidenceStore::by_ids(const std::vector<std::string>& ids) {
+  if (ids.empty()) return {};
+  std::string arr = "{";
+  for (size_t i = 0; i < ids.size(); ++i) arr += (i ? "," : "") + ids[i];
+  arr += "}";
+  return query("WHERE id::text = ANY ($1::text[]) ORDER BY captured_at, id", {arr});
 }
 
 std::vector<StoredSnapshot> EvidenceStore::window(int days) {

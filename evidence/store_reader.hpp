@@ -46,6 +46,13 @@ class EvidenceStore {
   std::vector<StoredSnapshot> latest_of_table(const std::string& schema, const std::string& table, int n = 2);
   std::vector<StoredSnapshot> latest_of_identity(const std::string& identity, int n = 2);
   std::vector<StoredSnapshot> history(const std::string& schema, const std::string& table);
+  // history() plus the befores its afters complete and the afters completing its befores (a
+  // RENAME TO or SET SCHEMA pair spans two names); oldest first.
+  std::vector<StoredSnapshot> table_with_pairs(const std::string& schema, const std::string& table);
+  // ids are uuid text (lower case); unknown ones are left out. Oldest first.
+  std::vector<StoredSnapshot> by_ids(const std::vector<std::string>& ids);
+  // The table has pair_of (store version 2).
+  bool has_pairs() const { return pair_column_ != "NULL::text"; }
   // same_table pairs: snapshots captured in the last `days` days, by (schema, table, captured_at).
   std::vector<StoredSnapshot> window(int days);
   // version pairs (not windowed): identity and version both set, by (identity, version, captured_at).
@@ -58,6 +65,7 @@ class EvidenceStore {
   std::vector<StoredSnapshot> query(const std::string& where_order, const capture::Params& params);
   PgSession db_;
   std::string quoted_table_;
+  std::string pair_column_;
 };
 
 }  // namespace predrop::evidence

@@ -428,3 +428,38 @@ TEST(EvidenceExcluded, ProfileRenamesAnchorThePlaces) {
   EXPECT_EQ(by_from["provincia"], "profile");
   EXPECT_EQ(by_from["nota_cliente"], "position+name");
 }
+
+// One relation (same database and OID): the attnum is the column, so a rename is certain even
+// when the values share nothing, a retype under the new name is that column's, and a column
+// dropped and re-added (new attnum) is never a rename, whatever its values.
+TEST(EvidenceDiff, SameRelationRenamesByAttnum) {
+  auto before = snap({col("provincia", "text", provinces()), col("codigo", "integer", years()), col("obs", "text", {"a1", "a2", "a3", "a4", "a5"})});
+  auto after = snap({col("jurisdiccion", "text", {"x", "y", "z", "w"}), col("code", "bigint", {}), col("obs2", "text", {"a1", "a2", "a3", "a4", "a5"})});
+  after.columns[2].ordinal = 5;  // obs dropped (attnum 3), obs2 added as attnum 5 with obs's values
+  for (auto* s : {&before, &after}) {
+    s->database_name = "appdb";
+    s->table_oid = 16400;
+  }
+  for (auto m : {RenameMethod::reference, RenameMethod::profile}) {
+    DiffOptions opt;
+    opt.method = m;
+    auto d = diff_snapshots(before, after, opt);
+    ASSERT_EQ(d.renamed_candidates.size(), 2u) << to_string(m);
+    EXPECT_EQ(d.renamed_candidates[0].from, "codigo");
+    EXPECT_EQ(d.renamed_candidates[0].to, "code");
+    EXPECT_EQ(d.renamed_candidates[0].evidence, "attnum");
+    EXPECT_EQ(d.renamed_candidates[0].similarity, 1.0);
+    EXPECT_EQ(d.renamed_candidates[1].from, "provincia");
+    EXPECT_EQ(d.renamed_candidates[1].to, "jurisdiccion");
+    EXPECT_TRUE(d.ambiguous_renames.empty());
+    ASSERT_EQ(d.type_changed.size(), 1u);
+    EXPECT_EQ(d.type_changed[0].column, "code");
+    EXPECT_EQ(d.type_changed[0].from, "integer");
+  }
+  // Another OID (a recreate): the values decide again, and obs → obs2 is matched by them.
+  after.table_oid = 16401;
+  auto d = diff_snapshots(before, after);
+  ASSERT_EQ(d.renamed_candidates.size(), 1u);
+  EXPECT_EQ(d.renamed_candidates[0].from, "obs");
+  EXPECT_EQ(d.renamed_candidates[0].evidence, "");
+}
