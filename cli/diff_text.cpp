@@ -39,4 +39,32 @@ std::string verdict_text(const DriftVerdict& v, const Paint& p) {
   return s;
 }
 
+std::string change_summary(const SnapshotDiff& d) { return change_summary(to_json(d)); }
+
+std::string change_summary(const nlohmann::json& d) {
+  std::set<std::string> renamed_from, renamed_to;
+  std::vector<std::string> renamed, added, removed, retyped;
+  for (const auto& r : d.value("renamed_candidates", nlohmann::json::array())) {
+    renamed_from.insert(r["from"].get<std::string>());
+    renamed_to.insert(r["to"].get<std::string>());
+    std::string by = r.value("evidence", "");
+    renamed.push_back(r["from"].get<std::string>() + " \u2192 " + r["to"].get<std::string>() +
+                      (by.empty() ? " (" + fmt(r["similarity"].get<double>(), 2) + ")" : " (by " + by + ")"));
+  }
+  for (const auto& a : d.value("added", nlohmann::json::array()))
+    if (!renamed_to.count(a.get<std::string>())) added.push_back(a.get<std::string>());
+  for (const auto& r : d.value("removed", nlohmann::json::array()))
+    if (!renamed_from.count(r.get<std::string>())) removed.push_back(r.get<std::string>());
+  for (const auto& t : d.value("type_changed", nlohmann::json::array()))
+    retyped.push_back(t["column"].get<std::string>() + ": " + t["from"].get<std::string>() + " \u2192 " + t["to"].get<std::string>());
+  std::vector<std::string> parts;
+  if (!added.empty()) parts.push_back("added " + join(added));
+  if (!removed.empty()) parts.push_back("removed " + join(removed));
+  if (!renamed.empty()) parts.push_back("renamed " + join(renamed));
+  if (!retyped.empty()) parts.push_back("type changed " + join(retyped));
+  size_t ambiguous = d.value("ambiguous_renames", nlohmann::json::array()).size();
+  if (ambiguous) parts.push_back(std::to_string(ambiguous) + " ambiguous rename(s)");
+  return parts.empty() ? "no column change" : join(parts, "; ");
+}
+
 }  // namespace predrop::cli

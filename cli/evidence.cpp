@@ -4,9 +4,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <tuple>
 
 #include "evidence/baseline.hpp"
 #include "evidence/drift.hpp"
@@ -15,6 +18,7 @@
 #include "cli/diff_text.hpp"
 #include "cli/evidence_support.hpp"
 #include "cli/report_html.hpp"
+#include "cli/watch.hpp"
 
 namespace predrop::cli {
 
@@ -28,7 +32,8 @@ void cmd_diff(const Flags& f) {
   auto s = setup("diff", f.c);
   try {
     EvidenceStore store(s.store, s.cfg->store_table);
-    std::vector<StoredSnapshot> pair;
+    std::vector<StoredSnapshot> pair, rows;
+    bool paired = false, waiting = false;
     if (!f.resource.empty()) {
       pair = store.latest_of_identity(f.resource);
     } else if (f.refs.size() == 2) {
@@ -39,7 +44,17 @@ void cmd_diff(const Flags& f) {
       }
     } else if (f.refs.size() == 1) {
       auto [schema, table] = split_qualified(f.refs[0]);
-      pair = store.latest_of_table(schema, table);
+      if (!f.latest) {
+        rows = store.table_with_pairs(schema, table);
+        auto pairing = find_pairs(rows);
+        if (!pairing.pairs.empty()) {
+          const auto& cp = pairing.pairs.back();
+          pair = {*cp.before, *cp.after};
+          paired = true;
+          waiting = cp.waiting_for_stats;
+        }
+      }
+      if (pair.empty()) pair = store.latest_of_table(schema, table);
     } else {
       fail("diff", "give two snapshot ids, SCHEMA.TABLE, or --resource IDENTITY", 2);
     }
@@ -49,7 +64,8 @@ void cmd_diff(const Flags& f) {
     auto v = classify_change(a, b, context_of(a, b), s.diff);
     if (f.c.format == "json") {
       std::cout << json{{"before", snapshot_json(a)}, {"after", snapshot_json(b)}, {"method", to_string(s.diff.method)},
-                        {"diff", to_json(v.diff)}, {"verdict", to_json(v)}}.dump(2) << "\n";
+                        {"diff", to_json(v.diff)}, {"verdict", to_json(v)}, {"paired", paired || b.pair_of == a.id},
+                        {"waiting_for_stats", waiting}}.dump(2) << "\n";
       finish(0);
     }
     const Paint& p = s.paint;
@@ -59,6 +75,7 @@ void cmd_diff(const Flags& f) {
     };
     head("before", a);
     head("after ", b);
+    if (waiting) std::cout << "  " << p.dim("waiting for statistics: the after has no values profiled yet") << "\n";
     if (!v.diff.schema_changed && v.diff.type_changed.empty() && v.diff.added.empty()) std::cout << "  no column change\n";
     print_diff(std::cout, v.diff, p);
     std::cout << "verdict: " << verdict_text(v, p) << "\n";
@@ -76,28 +93,73 @@ void cmd_history(const Flags& f) {
   auto [schema, table] = split_qualified(f.refs[0]);
   try {
     EvidenceStore store(s.store, s.cfg->store_table);
-    auto rows = store.history(schema, table);
-    json out = json::array();
+    auto all = store.table_with_pairs(schema, table);
+    std::vector<StoredSnapshot> rows;
+    for (const auto& r : all)
+      if (r.schema_name == schema && r.table_name == table) rows.push_back(r);
+    auto pairing = find_pairs(all);
     const Paint& p = s.paint;
-    if (f.c.format == "text") std::cout << p.bold(schema + "." + table) << ": " << rows.size() << " snapshot(s)\n";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& r = rows[i];
-      std::optional<SnapshotDiff> d;
-      if (i > 0 && rows[i - 1].schema_hash != r.schema_hash && rows[i - 1].profile_ok && r.profile_ok)
-        d = diff_snapshots(rows[i - 1], r, s.diff);
-      if (f.c.format == "json") {
-        json j = snapshot_json(r);
+    auto diff_of = [&](const StoredSnapshot& a, const StoredSnapshot& b) -> std::optional<SnapshotDiff> {
+      if (!a.profile_ok || !b.profile_ok) return std::nullopt;
+      return diff_snapshots(a, b, s.diff);
+    };
+    // One entry per pair and per unpaired snapshot, in the order their first snapshot was taken.
+    struct Entry {
+      const StoredSnapshot* first;
+      const CompletePair* pair;
+    };
+    std::vector<Entry> entries;
+    for (const auto& cp : pairing.pairs) entries.push_back({cp.before, &cp});
+    for (const auto* u : pairing.unpaired) entries.push_back({u, nullptr});
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) {
+      return x.first->captured_at < y.first->captured_at || (x.first->captured_at == y.first->captured_at && x.first->id < y.first->id);
+    });
+    if (f.c.format == "json") {
+      json snaps = json::array(), pairs = json::array(), unpaired = json::array();
+      for (size_t i = 0; i < rows.size(); ++i) {
+        std::optional<SnapshotDiff> d;
+        if (i > 0 && rows[i - 1].schema_hash != rows[i].schema_hash) d = diff_of(rows[i - 1], rows[i]);
+        json j = snapshot_json(rows[i]);
         j["changed"] = d ? to_json(*d) : json(nullptr);
-        out.push_back(std::move(j));
+        snaps.push_back(std::move(j));
+      }
+      for (const auto& e : entries) {
+        if (!e.pair) {
+          unpaired.push_back(snapshot_json(*e.first));
+          continue;
+        }
+        auto d = diff_of(*e.pair->before, *e.pair->after);
+        pairs.push_back({{"before", snapshot_json(*e.pair->before)}, {"after", snapshot_json(*e.pair->after)},
+                         {"waiting_for_stats", e.pair->waiting_for_stats}, {"changed", d ? to_json(*d) : json(nullptr)},
+                         {"summary", d ? change_summary(*d) : "columns_profile unreadable"}});
+      }
+      std::cout << json{{"table", schema + "." + table}, {"snapshots", snaps}, {"pairs", pairs}, {"unpaired", unpaired}}.dump(2)
+                << "\n";
+      finish(0);
+    }
+    std::cout << p.bold(schema + "." + table) << ": " << rows.size() << " snapshot(s), " << pairing.pairs.size()
+              << " pair(s), " << pairing.unpaired.size() << " unpaired\n";
+    for (const auto& e : entries) {
+      if (!e.pair) {
+        const auto& r = *e.first;
+        std::cout << "  " << p.dim("unpaired") << " " << r.reason << " " << r.captured_at << " " << short_id(r.id) << " "
+                  << p.dim(r.schema_hash.substr(0, 8)) << "  " << r.column_count << " cols, "
+                  << (r.row_count_estimate ? std::to_string(*r.row_count_estimate) : "?") << " rows"
+                  << (r.drop_outcome ? ", " + *r.drop_outcome : "") << "\n";
         continue;
       }
-      std::cout << "  " << r.captured_at << "  " << short_id(r.id) << "  " << r.reason << "  "
-                << (r.drop_outcome ? *r.drop_outcome : "-") << "  " << r.column_count << " cols  "
-                << (r.row_count_estimate ? std::to_string(*r.row_count_estimate) : "?") << " rows  "
-                << p.dim(r.schema_hash.substr(0, 8)) << "\n";
-      if (d) print_diff(std::cout, *d, p, "      ");
+      const auto &b = *e.pair->before, &a = *e.pair->after;
+      auto d = diff_of(b, a);
+      std::string changed = d ? change_summary(*d) : "columns_profile unreadable";
+      std::cout << "  " << b.reason << " " << b.captured_at << " " << short_id(b.id) << " " << p.dim(b.schema_hash.substr(0, 8))
+                << " \u2192 " << a.reason << " " << a.captured_at << " " << short_id(a.id) << "  "
+                << (changed == "no column change" ? p.dim(changed) : p.cyan(changed))
+                << (e.pair->waiting_for_stats ? "  " + p.yellow("(waiting for statistics)") : "")
+                << (a.schema_name != b.schema_name || a.table_name != b.table_name
+                        ? "  " + p.dim("(" + b.schema_name + "." + b.table_name + " \u2192 " + a.schema_name + "." + a.table_name + ")")
+                        : "")
+                << "\n";
     }
-    if (f.c.format == "json") std::cout << json{{"table", schema + "." + table}, {"snapshots", out}}.dump(2) << "\n";
   } catch (const CLI::Error&) {
     throw;  // finish(): an exit code, not a failure
   } catch (const std::runtime_error& e) {
@@ -181,6 +243,20 @@ void cmd_baseline(const Flags& f) {
 }
 
 
+// The window, plus the befores its afters complete that were captured before it began.
+std::vector<StoredSnapshot> with_befores(EvidenceStore& store, std::vector<StoredSnapshot> window) {
+  std::set<std::string> have, missing;
+  for (const auto& w : window) have.insert(w.id);
+  for (const auto& w : window)
+    if (w.pair_of && !have.count(*w.pair_of)) missing.insert(*w.pair_of);
+  if (missing.empty()) return window;
+  for (auto& b : store.by_ids({missing.begin(), missing.end()})) window.push_back(std::move(b));
+  std::stable_sort(window.begin(), window.end(), [](const StoredSnapshot& x, const StoredSnapshot& y) {
+    return std::tie(x.schema_name, x.table_name, x.captured_at, x.id) < std::tie(y.schema_name, y.table_name, y.captured_at, y.id);
+  });
+  return window;
+}
+
 void print_counts(const json& obj, const std::string& title) {
   std::cout << title << ":";
   if (obj.empty()) std::cout << " none";
@@ -193,7 +269,7 @@ void cmd_report(const Flags& f) {
   if (f.c.format == "html" && f.output.empty()) fail("report", "--format html needs --output FILE", 2);
   try {
     EvidenceStore store(s.store, s.cfg->store_table);
-    auto window = store.window(f.days);
+    auto window = with_befores(store, store.window(f.days));
     auto versioned = store.versioned();
     auto pairs = pair_and_classify(window, versioned, s.diff);
     json r = drift_report_json(window, pairs, f.days);
@@ -221,6 +297,8 @@ void cmd_report(const Flags& f) {
     if (!cov["first_seen"].is_null())
       std::cout << ", " << cov["first_seen"].get<std::string>() << " .. " << cov["last_seen"].get<std::string>();
     std::cout << "\n";
+    std::cout << "before/after pairs: " << r["complete_pairs"] << " complete (" << r["pairs_waiting_for_stats"]
+              << " waiting for statistics), " << r["unpaired_snapshots"] << " unpaired snapshot(s)\n";
     if (r["pairs_found"] == 0) {
       std::cout << "no pairs: nothing is comparable until a table is captured twice\n";
       finish(0);
@@ -230,12 +308,21 @@ void cmd_report(const Flags& f) {
     print_counts(r["exonerated_by_gate"], "exonerated by gate");
     print_counts(r["actionable_by_class"], "actionable by class");
     if (r["actionable"] > 0) std::cout << p.red(r["actionable"].dump() + " change(s) survived every gate") << "\n";
-    for (const auto& ex : r["examples"]) {
-      std::cout << "\n" << p.bold(ex["table"].get<std::string>()) << "  " << ex["pair_kind"].get<std::string>() << "  "
-                << ex["change_class"].get<std::string>() << "  " << p.dim(short_id(ex["before_id"]) + " \u2192 " + short_id(ex["after_id"]))
-                << "\n";
-      for (const auto& pv : pairs)
-        if (pv.evaluated && pv.after->id == ex["after_id"] && pv.before->id == ex["before_id"]) print_diff(std::cout, pv.verdict.diff, p);
+    const auto& changes = r["changes"];
+    std::cout << "\n" << p.bold("changes") << " (" << changes.size() << ", whatever the verdict):" << (changes.empty() ? " none" : "") << "\n";
+    for (const auto& c : changes) {
+      std::string verdict = c["verdict"].get<std::string>();
+      if (!c["change_class"].is_null()) verdict += " (" + c["change_class"].get<std::string>() + ")";
+      std::cout << "  " << p.bold(c["table"].get<std::string>()) << "  " << c["pair_kind"].get<std::string>() << "  "
+                << (verdict.rfind("unexplained", 0) == 0 ? p.red(verdict) : verdict) << "  "
+                << p.dim(short_id(c["before_id"]) + " \u2192 " + short_id(c["after_id"])) << "  " << change_summary(c) << "\n";
+    }
+    if (r["changes_left_off"] > 0) std::cout << "  \u2026 and " << r["changes_left_off"] << " more (--format json lists at most 500)\n";
+    if (!r["gates_not_evaluated"].empty()) {
+      std::vector<std::string> g;
+      for (auto it = r["gates_not_evaluated"].begin(); it != r["gates_not_evaluated"].end(); ++it)
+        g.push_back(it.key() + " (" + it.value().dump() + " of them)");
+      std::cout << p.dim("gates not evaluated for these pairs: " + join(g)) << "\n";
     }
   } catch (const CLI::Error&) {
     throw;  // finish(): an exit code, not a failure
@@ -263,11 +350,12 @@ void register_evidence_commands(CLI::App& app) {
 
   auto* diff = app.add_subcommand("diff", "diff two snapshots and classify the change");
   add_common(diff, f->c, true);
-  diff->add_option("refs", f->refs, "ID_A ID_B, or SCHEMA.TABLE for its latest two")->expected(0, 2);
+  diff->add_option("refs", f->refs, "ID_A ID_B, or SCHEMA.TABLE for its latest before/after pair (or latest two)")->expected(0, 2);
   diff->add_option("--resource", f->resource, "the latest two snapshots of this resource identity");
+  diff->add_flag("--latest", f->latest, "SCHEMA.TABLE: its latest two snapshots, not its latest before/after pair");
   diff->callback([f] { cmd_diff(*f); });
 
-  auto* history = app.add_subcommand("history", "every snapshot of a table, in time order");
+  auto* history = app.add_subcommand("history", "a table's before/after pairs and unpaired snapshots, in time order");
   add_common(history, f->c, true);
   history->add_option("table", f->refs, "SCHEMA.TABLE")->expected(1);
   history->callback([f] { cmd_history(*f); });
@@ -283,6 +371,8 @@ void register_evidence_commands(CLI::App& app) {
   ddl->add_option("id", f->refs, "snapshot id")->expected(1);
   ddl->add_option("--name", f->name, "create as [SCHEMA.]TABLE instead of the captured name");
   ddl->callback([f] { cmd_ddl(*f); });
+
+  register_watch_command(app);
 }
 
 }  // namespace predrop::cli

@@ -80,7 +80,11 @@ json snapshot_json(const StoredSnapshot& s) {
           {"row_count_estimate", s.row_count_estimate ? json(*s.row_count_estimate) : json(nullptr)},
           {"schema_hash", s.schema_hash},
           {"resource_identity", s.resource_identity ? json(*s.resource_identity) : json(nullptr)},
-          {"version", s.version ? json(*s.version) : json(nullptr)}};
+          {"version", s.version ? json(*s.version) : json(nullptr)},
+          {"database_name", s.database_name.empty() ? json(nullptr) : json(s.database_name)},
+          {"table_oid", s.table_oid ? json(*s.table_oid) : json(nullptr)},
+          {"stats_available", s.stats_available},
+          {"pair_of", s.pair_of ? json(*s.pair_of) : json(nullptr)}};
 }
 
 }  // namespace predrop::cli

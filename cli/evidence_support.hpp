@@ -26,6 +26,7 @@ struct Flags {
   std::vector<std::string> refs, schemas;
   std::string resource, target, output, name;
   int limit = 0, batch = 500, days = 30, lanes = 2;
+  bool latest = false;  // diff SCHEMA.TABLE: the latest two snapshots, not the latest pair
 };
 
 [[noreturn]] void finish(int code);

@@ -32,13 +32,17 @@ std::string esc(const std::string& s) {
 std::string counts_table(const json& obj, const std::string& title) {
   std::string o = "<table><caption>" + esc(title) + "</caption>";
   if (obj.empty()) o += "<tr><td colspan=2 class=muted>none</td></tr>";
-  for (auto it = obj.begin(); it != obj.end(); ++it) o += "<tr><th>" + esc(it.key()) + "</th><td>" + esc(it.value().dump()) + "</td></tr>";
+  // A string value is shown as itself (a timestamp), not as its JSON literal.
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    o += "<tr><th>" + esc(it.key()) + "</th><td>" + esc(it.value().is_string() ? it.value().get<std::string>() : it.value().dump()) +
+         "</td></tr>";
   return o + "</table>";
 }
 
 // One table's shapes as an SVG grid: columns as rows, snapshots as columns; a cell is filled
 // when the snapshot has the column (green when it appeared there), a dashed red outline where
 // it disappeared; renames are curves from the old row to the new one.
+// A before/after pair is joined by a bracket above its two heads.
 std::string timeline_svg(const std::vector<const StoredSnapshot*>& snaps, const std::map<std::pair<std::string, std::string>, const PairVerdict*>& by_ids) {
   std::vector<std::string> rows;
   std::map<std::string, int> row_of;
@@ -48,7 +52,7 @@ std::string timeline_svg(const std::vector<const StoredSnapshot*>& snaps, const 
     for (const auto& c : cols)
       if (row_of.emplace(c.name, static_cast<int>(rows.size())).second) rows.push_back(c.name);
   }
-  const int L = 190, W = 150, H = 22, top = 44;
+  const int L = 190, W = 150, H = 22, top = 58;
   int width = L + W * static_cast<int>(snaps.size()) + 10, height = top + H * static_cast<int>(rows.size()) + 10;
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height << "' viewBox='0 0 " << width << " " << height << "'>";
@@ -73,6 +77,14 @@ std::string timeline_svg(const std::vector<const StoredSnapshot*>& snaps, const 
     for (const auto& n : prev)
       if (!here.count(n))
         o << "<rect class='gone' x='" << x + 10 << "' y='" << top + H * row_of[n] + 3 << "' width='" << W - 20 << "' height='" << H - 6 << "' rx='3'/>";
+    for (size_t k = 0; k < j; ++k) {
+      auto pit = by_ids.find({snaps[k]->id, s->id});
+      if (pit == by_ids.end() || pit->second->kind != "before_after") continue;
+      int xb = L + W * static_cast<int>(k) + W / 2, xa = x + W / 2;
+      o << "<path class='pair' d='M" << xb << " 50 V40 H" << xa << " V50'><title>"
+        << esc("pair: " + snaps[k]->reason + " " + short_id(snaps[k]->id) + " \u2192 " + s->reason + " " + short_id(s->id))
+        << "</title></path>";
+    }
     if (j == 0) continue;
     auto it = by_ids.find({snaps[j - 1]->id, s->id});
     if (it == by_ids.end() || !it->second->evaluated) continue;
@@ -101,6 +113,7 @@ std::string render_report_html(const json& r, const std::vector<StoredSnapshot>&
        "svg{background:#fff;border:1px solid #d0d7de}.col{font:12px monospace;fill:#1d2330}.head{font:600 12px sans-serif;fill:#1d2330}"
        ".sub,.sim{font:11px sans-serif;fill:#57606a}.type{font:11px monospace;fill:#1d2330}.cell{fill:#dbe7f5}"
        ".new{fill:#b7e4c7}.gone{fill:none;stroke:#d1242f;stroke-dasharray:4 3}.rename{fill:none;stroke:#8250df;stroke-width:2}"
+       ".pair{fill:none;stroke:#1f6feb;stroke-width:2}"
        "</style></head><body>";
   o << "<h1>predrop drift report</h1><p class=muted>last " << r["window_days"] << " days, mode " << esc(r["mode"].get<std::string>())
     << ", rename method " << esc(r.value("method", "reference")) << "</p>";
@@ -109,22 +122,59 @@ std::string render_report_html(const json& r, const std::vector<StoredSnapshot>&
   for (auto& [k, v] : cov.items()) if (v.is_null()) v = "-";
   o << "<section>" << counts_table(cov, "coverage") << counts_table(r["pairs_by_kind"], "pairs by kind")
     << counts_table(r["by_verdict"], "verdicts") << counts_table(r["exonerated_by_gate"], "exonerations by gate")
-    << counts_table(r["actionable_by_class"], "actionable by class") << "</section>";
-  o << "<section><table><caption>examples (at most 20)</caption><tr><th>table</th><th>kind</th><th>class</th><th>added</th><th>removed</th><th>renamed</th></tr>";
-  if (r["examples"].empty()) o << "<tr><td colspan=6 class=muted>no actionable change</td></tr>";
-  for (const auto& ex : r["examples"]) {
-    std::vector<std::string> ren;
-    for (const auto& rc : ex["renamed_candidates"]) ren.push_back(rc["from"].get<std::string>() + " \u2192 " + rc["to"].get<std::string>());
-    o << "<tr><td>" << esc(ex["table"]) << "</td><td>" << esc(ex["pair_kind"]) << "</td><td>" << esc(ex["change_class"])
-      << "</td><td>" << esc(join(ex["added"].get<std::vector<std::string>>())) << "</td><td>" << esc(join(ex["removed"].get<std::vector<std::string>>()))
-      << "</td><td>" << esc(join(ren)) << "</td></tr>";
+    << counts_table(r["actionable_by_class"], "actionable by class")
+    << counts_table({{"complete", r["complete_pairs"]}, {"waiting for statistics", r["pairs_waiting_for_stats"]},
+                     {"unpaired snapshots", r["unpaired_snapshots"]}},
+                    "before/after pairs")
+    << "</section>";
+  // Every pair whose columns changed, whatever its verdict: an unattributable change is still a
+  // change a reader has to know about. The verdict is a column of its own.
+  o << "<section><table class=changes><caption>changes (" << r["changes"].size()
+    << ")</caption><tr><th>table</th><th>kind</th><th>before \u2192 after</th><th>verdict</th><th>added</th><th>removed</th>"
+       "<th>renamed</th><th>type changed</th></tr>";
+  if (r["changes"].empty()) o << "<tr><td colspan=8 class=muted>no column change</td></tr>";
+  for (const auto& c : r["changes"]) {
+    std::set<std::string> from, to;
+    std::vector<std::string> ren, add, rem, typ;
+    for (const auto& rc : c["renamed_candidates"]) {
+      from.insert(rc["from"].get<std::string>());
+      to.insert(rc["to"].get<std::string>());
+      std::string by = rc.value("evidence", "");
+      ren.push_back(rc["from"].get<std::string>() + " \u2192 " + rc["to"].get<std::string>() +
+                    (by.empty() ? " (" + fmt(rc["similarity"].get<double>(), 2) + ")" : " (by " + by + ")"));
+    }
+    for (const auto& a : c["added"])
+      if (!to.count(a.get<std::string>())) add.push_back(a.get<std::string>());
+    for (const auto& a : c["removed"])
+      if (!from.count(a.get<std::string>())) rem.push_back(a.get<std::string>());
+    for (const auto& t : c["type_changed"])
+      typ.push_back(t["column"].get<std::string>() + ": " + t["from"].get<std::string>() + " \u2192 " + t["to"].get<std::string>());
+    std::string verdict = c["verdict"].get<std::string>();
+    if (!c["change_class"].is_null()) verdict += " (" + c["change_class"].get<std::string>() + ")";
+    o << "<tr><td>" << esc(c["table"]) << "</td><td>" << esc(c["pair_kind"]) << "</td><td>"
+      << esc(c["before_reason"].get<std::string>() + " " + short_id(c["before_id"]) + " \u2192 " + c["after_reason"].get<std::string>() +
+             " " + short_id(c["after_id"]))
+      << "</td><td" << (verdict.rfind("unexplained", 0) == 0 ? " class=actionable" : "") << ">" << esc(verdict) << "</td><td>"
+      << esc(join(add)) << "</td><td>" << esc(join(rem)) << "</td><td>" << esc(join(ren)) << "</td><td>" << esc(join(typ))
+      << "</td></tr>";
   }
-  o << "</table></section>";
+  o << "</table>";
+  if (r["changes_left_off"] > 0) o << "<p class=muted>and " << r["changes_left_off"] << " more, not listed</p>";
+  if (!r["gates_not_evaluated"].empty()) {
+    std::vector<std::string> g;
+    for (auto it = r["gates_not_evaluated"].begin(); it != r["gates_not_evaluated"].end(); ++it)
+      g.push_back(it.key() + " (" + it.value().dump() + " of them)");
+    o << "<p class=muted>gates not evaluated for these pairs: " << esc(join(g)) << "</p>";
+  }
+  o << "</section>";
   std::map<std::pair<std::string, std::string>, const PairVerdict*> by_ids;
   for (const auto& p : pairs) by_ids[{p.before->id, p.after->id}] = &p;
   // Timelines: tables with at least two snapshots, at most 50 tables and their last 12 shapes.
   std::map<std::string, std::vector<const StoredSnapshot*>> by_table;
-  for (const auto& s : window) by_table[s.schema_name + "." + s.table_name].push_back(&s);
+  // A pair's superseded afters (a post_create its post_analyze replaces) are not drawn.
+  auto pairing = find_pairs(window);
+  for (const auto& s : window)
+    if (!pairing.superseded.count(s.id)) by_table[s.schema_name + "." + s.table_name].push_back(&s);
   int shown = 0;
   o << "<h2>timelines</h2>";
   for (auto& [name, snaps] : by_table) {
