@@ -211,3 +211,48 @@ TEST(EvidenceSeededFaults, SanityClassifiers) {
   EXPECT_EQ(empty.precision, 1.0);
   EXPECT_EQ(empty.recall, 1.0);
 }
+
+// Before/after pairs: a before's newest after (its post_analyze once there is one), waiting for
+// statistics before that, and the consecutive chain around pairs, which compares the next
+// snapshot with the pair's after and never counts the pair's change twice.
+TEST(EvidencePairs, CompletePairsAndTheChainAroundThem) {
+  auto at = [](std::string id, std::string reason, int minute, std::vector<ColumnProfile> cols, std::string pair_of = "",
+               std::string profile_of = "") {
+    auto s = snap(std::move(cols));
+    s.id = std::move(id);
+    s.reason = std::move(reason);
+    s.captured_at = "2026-11-30T09:0" + std::to_string(minute) + ":00.000000Z";
+    s.stats_available = reason == "post_analyze" || reason == "pre_drop" || reason == "baseline";
+    if (!pair_of.empty()) s.pair_of = pair_of;
+    if (!profile_of.empty()) s.profile_of = profile_of;
+    return s;
+  };
+  auto grown = base();
+  grown.push_back(col("tasa", "numeric", {}));
+  std::vector<StoredSnapshot> w = {at("b0", "baseline", 0, base()), at("p1", "pre_drop", 1, base()),
+                                   at("c1", "post_create", 2, grown, "p1"), at("z1", "post_analyze", 3, grown, "p1", "c1"),
+                                   at("p2", "pre_drop", 4, grown), at("c2", "post_create", 5, base(), "p2"),
+                                   at("n", "post_create", 6, base())};
+  w.back().table_name = "other";  // a new table: unpaired
+  auto pairing = find_pairs(w);
+  ASSERT_EQ(pairing.pairs.size(), 2u);
+  EXPECT_EQ(pairing.pairs[0].before->id, "p1");
+  EXPECT_EQ(pairing.pairs[0].after->id, "z1");
+  EXPECT_FALSE(pairing.pairs[0].waiting_for_stats);
+  EXPECT_EQ(pairing.pairs[1].after->id, "c2");
+  EXPECT_TRUE(pairing.pairs[1].waiting_for_stats);
+  EXPECT_EQ(pairing.superseded, std::set<std::string>{"c1"});
+  ASSERT_EQ(pairing.unpaired.size(), 2u);
+  EXPECT_EQ(pairing.unpaired[0]->id, "b0");
+  EXPECT_EQ(pairing.unpaired[1]->id, "n");
+
+  auto pairs = pair_and_classify(w, {});
+  std::vector<std::string> seen;
+  for (const auto& p : pairs) seen.push_back(p.kind + ":" + p.before->id + ">" + p.after->id);
+  EXPECT_EQ(seen, (std::vector<std::string>{"before_after:p1>z1", "before_after:p2>c2", "same_table:b0>p1", "same_table:z1>p2"}));
+  auto r = drift_report_json(w, pairs, 30);
+  EXPECT_EQ(r["complete_pairs"], 2);
+  EXPECT_EQ(r["pairs_waiting_for_stats"], 1);
+  EXPECT_EQ(r["unpaired_snapshots"], 2);
+  EXPECT_EQ(r["changes"].size(), 2u);  // the two pairs; the chain links changed nothing
+}
