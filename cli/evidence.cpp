@@ -123,11 +123,18 @@ void cmd_history(const Flags& f) {
         j["changed"] = d ? to_json(*d) : json(nullptr);
         snaps.push_back(std::move(j));
       }
+      const StoredSnapshot* last = nullptr;
       for (const auto& e : entries) {
         if (!e.pair) {
-          unpaired.push_back(snapshot_json(*e.first));
+          json j = snapshot_json(*e.first);
+          auto d = last && last->schema_hash != e.first->schema_hash ? diff_of(*last, *e.first) : std::nullopt;
+          j["changed_since"] = d ? json(last->id) : json(nullptr);
+          j["changed"] = d ? to_json(*d) : json(nullptr);
+          unpaired.push_back(std::move(j));
+          last = e.first;
           continue;
         }
+        last = e.pair->after;
         auto d = diff_of(*e.pair->before, *e.pair->after);
         pairs.push_back({{"before", snapshot_json(*e.pair->before)}, {"after", snapshot_json(*e.pair->after)},
                          {"waiting_for_stats", e.pair->waiting_for_stats}, {"changed", d ? to_json(*d) : json(nullptr)},
@@ -139,15 +146,22 @@ void cmd_history(const Flags& f) {
     }
     std::cout << p.bold(schema + "." + table) << ": " << rows.size() << " snapshot(s), " << pairing.pairs.size()
               << " pair(s), " << pairing.unpaired.size() << " unpaired\n";
+    // An unpaired snapshot (a store before version 2 has only those) says what changed since the
+    // shape before it, as a pair does.
+    const StoredSnapshot* last = nullptr;
     for (const auto& e : entries) {
       if (!e.pair) {
         const auto& r = *e.first;
+        auto d = last && last->schema_hash != r.schema_hash ? diff_of(*last, r) : std::nullopt;
         std::cout << "  " << p.dim("unpaired") << " " << r.reason << " " << r.captured_at << " " << short_id(r.id) << " "
                   << p.dim(r.schema_hash.substr(0, 8)) << "  " << r.column_count << " cols, "
                   << (r.row_count_estimate ? std::to_string(*r.row_count_estimate) : "?") << " rows"
-                  << (r.drop_outcome ? ", " + *r.drop_outcome : "") << "\n";
+                  << (r.drop_outcome ? ", " + *r.drop_outcome : "")
+                  << (d ? "  " + p.cyan("since " + short_id(last->id) + ": " + change_summary(*d)) : "") << "\n";
+        last = &r;
         continue;
       }
+      last = e.pair->after;
       const auto &b = *e.pair->before, &a = *e.pair->after;
       auto d = diff_of(b, a);
       std::string changed = d ? change_summary(*d) : "columns_profile unreadable";

@@ -230,6 +230,16 @@ TEST_F(PairsTest, HistoryShowsPairsOneLineEach) {
   EXPECT_NE(ls[3].find("baseline "), std::string::npos) << ls[3];
   EXPECT_NE(ls[3].find("\u2192 post_alter "), std::string::npos) << ls[3];
   EXPECT_NE(ls[3].find("renamed a \u2192 region (by attnum)  (waiting for statistics)"), std::string::npos) << ls[3];
+
+  // Snapshots in no pair (all a store before version 2 holds) still say what changed.
+  std::string o1 = add({"public", "old", "baseline", "appdb", 300, {{"a", 1, "text", {}}}, 0});
+  add({"public", "old", "baseline", "appdb", 300, {{"a", 1, "text", {}}, {"c", 2, "integer", {}}}, 1});
+  auto old_t = run_predrop("history public.old" + store_flag());
+  EXPECT_NE(old_t.out.find("since " + o1.substr(0, 8) + ": added c"), std::string::npos) << old_t.out;
+  auto old_j = json_of(run_predrop("history public.old --format json" + store_flag()));
+  ASSERT_EQ(old_j["unpaired"].size(), 2u);
+  EXPECT_EQ(old_j["unpaired"][1]["changed_since"], o1);
+  EXPECT_EQ(old_j["unpaired"][1]["changed"]["added"], json::array({"c"}));
 }
 
 // No provenance on any row: every pair is unattributable. Three pairs changed (two added
