@@ -44,6 +44,14 @@ struct CaptureConfig {
   std::chrono::milliseconds default_deadline{30000};  // when a request carries no deadline
   // With no snapshot write for this long, a thread of its own checks that the store is writable.
   std::chrono::milliseconds store_check_interval{10000};
+  // Afters (capture_after): at most this many wait to run, and this many run at once (0: half the
+  // pool, at least one), so that holds always find a capture connection soon.
+  size_t after_queue_max = 10000;
+  int after_concurrency = 0;
+  bool analyze_after_create = false;
+  std::chrono::seconds stats_horizon{3600};        // 0: an after never waits for statistics
+  std::chrono::milliseconds stats_poll{5000};
+  size_t stats_waiting_max = 10000;
 };
 
 // What the proxy saw a statement destroy, in capture's own terms (capture does not know parser/).
@@ -52,6 +60,10 @@ struct TargetSpec {
   std::string schema;               // empty: resolve through search_path as the server would
   std::string name;                 // relation name; drop_schema: the schema name
   std::vector<std::string> roles;   // drop_owned
+  // An after: the before it completes, when the proxy knows it (the hold of its own ALTER, the
+  // DROP before a recreate); else the store pairs by OID or name (store_writer.cpp).
+  std::string pair_hint;
+  uint32_t oid = 0;                 // kind by_oid: the table, whatever its name is now (schema, name: what it was called)
 };
 
 // Who and what, copied onto every snapshot and ledger row.
@@ -70,7 +82,9 @@ struct SnapshotRequest {
   std::vector<std::string> search_path;  // effective schemas for unqualified names, in order
   std::vector<TargetSpec> targets;
   std::chrono::steady_clock::time_point deadline;
-  std::string reason = "pre_drop";
+  std::string reason = "pre_drop";   // pre_drop | post_create | post_alter | post_analyze
+  std::string profile_of;            // post_analyze: the after whose profile this completes
+  bool background = false;           // an after: capture connections go to holds first
 };
 
 // One per table captured or attempted. outcome: written | table_missing | capture_error |
@@ -83,6 +97,8 @@ struct TableResult {
   std::string snapshot_id;   // uuid text when written
   std::string event_id;      // the ledger row
   std::string error;
+  bool stats_available = false;   // written with a pg_stats profile
+  std::string pair_of;            // an after: the before it completes, when there is one
 };
 
 struct SnapshotResult {
@@ -129,6 +145,12 @@ struct CaptureStats {
   uint64_t store_retry_queued = 0;   // ledger statements waiting for the store now
   uint64_t store_retry_lost = 0;     // ledger statements dropped because that queue (or the waiters) was full
   uint64_t store_waiting_updates = 0;  // hold updates waiting for their ledger row's INSERT now
+  uint64_t afters_queued = 0;        // afters waiting or running now
+  uint64_t afters_written = 0;       // after snapshots written (post_create, post_alter, post_analyze)
+  uint64_t afters_lost = 0;          // afters refused because their queue was full (each has a ledger row)
+  uint64_t stats_waiting = 0;        // afters waiting for statistics now
+  uint64_t stats_queries = 0;        // pg_stat_user_tables checks sent (one per database and period)
+  uint64_t stats_gave_up = 0;        // afters that kept their shape alone: horizon or bound reached
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;
@@ -144,6 +166,10 @@ class CaptureService {
   // Past the deadline the work is abandoned, ledger rows say timeout, done still runs.
   void snapshot(SnapshotRequest request, std::function<void(SnapshotResult)> done);
   void record_event(EventRecord event);
+  // A transaction that created or changed these tables committed: capture their new shape
+  // (request.reason post_create or post_alter), paired with their before, off the client's path.
+  // Fire and forget: a change that gets no after has a ledger row saying why.
+  void capture_after(SnapshotRequest request);
   // After the client's transaction ended: do the captured OIDs still exist?
   void confirm_outcomes(std::string database, std::vector<PendingOutcome> pending);
   // Called by the proxy when it released a hold on its own timer, so the ledger says so.

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "capture/after_capture.hpp"
 #include "capture/capture.hpp"
 #include "capture/capture_counters.hpp"
 #include "capture/conn_pool.hpp"
@@ -33,7 +34,8 @@ struct CaptureService::Impl {
         health(cfg.store_conninfo, cfg.store_table, cfg.events_table, cfg.store_check_interval),
         ledger(io, store_pool, cfg, health, counters, stopped, [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
         pipeline(io, cfg, capture_pool, store_pool, ledger, health, counters,
-                 [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }) {
+                 [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
+        afters(io, cfg, pipeline, capture_pool, ledger, counters) {
     thread = std::thread([this] { io.run(); });
   }
 
@@ -47,6 +49,7 @@ struct CaptureService::Impl {
   StoreHealth health;
   LedgerWriter ledger;
   SnapshotPipeline pipeline;
+  AfterCapture afters;
   std::thread thread;
 
   ConnectParams capture_params(const std::string& db) const {
@@ -104,6 +107,7 @@ struct CaptureService::Impl {
   }
 
   void shutdown() {
+    afters.shutdown();
     pipeline.shutdown();
     ledger.shutdown();
     capture_pool.close_all();
@@ -127,10 +131,17 @@ void CaptureService::snapshot(SnapshotRequest request, std::function<void(Snapsh
   impl_->pipeline.submit(std::move(request), std::move(done));
 }
 
+void CaptureService::capture_after(SnapshotRequest request) {
+  if (impl_->stopped) return;
+  asio::post(impl_->io, [impl = impl_.get(), request = std::move(request)]() mutable {
+    impl->afters.submit(std::move(request));
+  });
+}
+
 void CaptureService::record_event(EventRecord event) {
   if (impl_->stopped) return;
   asio::post(impl_->io, [impl = impl_.get(), event = std::move(event)] {
-    WriteRow row{"", new_uuid(), event.schema, event.table, std::nullopt, event.outcome, event.error, nullptr};
+    WriteRow row{"", new_uuid(), event.schema, event.table, std::nullopt, event.outcome, event.error, nullptr, {}};
     impl->ledger.write_events({row}, event.ctx, "pre_drop", event.hold_ms, 0);
   });
 }
@@ -146,6 +157,8 @@ void CaptureService::reconfigure(const CaptureConfig& next) {
     cfg.dedup_window_s = next.dedup_window_s;
     cfg.enrich_identity_sql = next.enrich_identity_sql;
     cfg.enrich_provenance_sql = next.enrich_provenance_sql;
+    cfg.analyze_after_create = next.analyze_after_create;
+    cfg.stats_horizon = next.stats_horizon;
   });
 }
 
@@ -195,6 +208,12 @@ CaptureStats CaptureService::stats() const {
   s.store_retry_queued = c.retry_queued;
   s.store_retry_lost = c.retry_lost;
   s.store_waiting_updates = c.waiting_updates;
+  s.afters_queued = c.afters_queued;
+  s.afters_written = c.afters_written;
+  s.afters_lost = c.afters_lost;
+  s.stats_waiting = c.stats_waiting;
+  s.stats_queries = c.stats_queries;
+  s.stats_gave_up = c.stats_gave_up;
   return s;
 }
 

@@ -21,7 +21,7 @@ WITH RECURSIVE t AS (
   SELECT t.tord, c.oid
     FROM t JOIN pg_namespace n ON n.nspname = t.sch
            JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.nm
-   WHERE t.kind NOT IN ('drop_schema', 'drop_owned') AND t.sch <> ''
+   WHERE t.kind NOT IN ('drop_schema', 'drop_owned', 'by_oid') AND t.sch <> ''
   UNION ALL
   -- unqualified: the first schema of the path holding a relation of that name, of any kind,
   -- exactly as the server's lookup does (an index found first means no table is dropped)
@@ -30,8 +30,13 @@ WITH RECURSIVE t AS (
       FROM t JOIN sp ON true
              JOIN pg_namespace n ON n.nspname = sp.nsp
              JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.nm
-     WHERE t.kind NOT IN ('drop_schema', 'drop_owned') AND t.sch = ''
+     WHERE t.kind NOT IN ('drop_schema', 'drop_owned', 'by_oid') AND t.sch = ''
      ORDER BY t.tord, sp.pord) u
+  UNION ALL
+  -- an after's statistics (post_analyze): the table it captured, whatever its name is now
+  SELECT t.tord, c.oid
+    FROM t JOIN pg_class c ON c.oid = CASE WHEN t.kind = 'by_oid' THEN t.nm::oid END
+   WHERE t.kind = 'by_oid'
   UNION ALL
   -- DROP SCHEMA: every relation in it
   SELECT t.tord, c.oid
@@ -50,9 +55,11 @@ WITH RECURSIVE t AS (
   SELECT tord, oid FROM roots
   UNION
   -- a partitioned table's partitions go with it, to any depth
+  -- (a profile after statistics is of the table alone: its partitions wait on their own)
   SELECT tree.tord, i.inhrelid
     FROM tree JOIN pg_class p ON p.oid = tree.oid AND p.relkind = 'p'
               JOIN pg_inherits i ON i.inhparent = tree.oid
+   WHERE (SELECT t.kind FROM t WHERE t.tord = tree.tord) <> 'by_oid'
 )
 SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
        CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,
@@ -110,7 +117,7 @@ BatchQuery catalog_query(const SnapshotRequest& req) {
   for (const auto& t : req.targets) {
     kinds.push_back(t.kind);
     schemas.push_back(is_relation_kind(t.kind) ? t.schema : "");
-    names.push_back(t.name);
+    names.push_back(t.kind == "by_oid" ? std::to_string(t.oid) : t.name);
     for (const auto& r : t.roles) roles.push_back(r);
   }
   bool has_catalog = false;

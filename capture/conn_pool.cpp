@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -10,9 +11,13 @@ namespace predrop::capture {
 ConnPool::ConnPool(boost::asio::io_context& io, int max_total, ParamsFn params, std::string what)
     : io_(io), max_total_(max_total < 1 ? 1 : max_total), params_(std::move(params)), what_(std::move(what)) {}
 
-uint64_t ConnPool::acquire(const std::string& key, AcquireFn fn) {
+uint64_t ConnPool::acquire(const std::string& key, AcquireFn fn, bool background) {
   uint64_t t = next_ticket_++;
-  waiters_.push_back({t, key, std::move(fn)});
+  // A foreground request queues ahead of every background one: FIFO within each class.
+  auto at = waiters_.end();
+  if (!background)
+    at = std::find_if(waiters_.begin(), waiters_.end(), [](const Waiter& w) { return w.background; });
+  waiters_.insert(at, {t, key, std::move(fn), background});
   // Served from the event loop, so a caller never re-enters itself.
   boost::asio::post(io_, [this] { pump(); });
   return t;

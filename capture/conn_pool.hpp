@@ -29,7 +29,8 @@ class ConnPool {
   ConnPool(boost::asio::io_context& io, int max_total, ParamsFn params, std::string what);
 
   // Returns a ticket for cancel(). The callback runs later, never inside acquire().
-  uint64_t acquire(const std::string& key, AcquireFn fn);
+  // background: served after every waiting request that is not (a hold must not queue behind afters).
+  uint64_t acquire(const std::string& key, AcquireFn fn, bool background = false);
   // Forgets a waiting request (its callback will not run). No effect once it was served.
   void cancel(uint64_t ticket);
   // Gives a connection back; reusable=false closes it (after an error or a kill).
@@ -46,6 +47,7 @@ class ConnPool {
     uint64_t ticket;
     std::string key;
     AcquireFn fn;
+    bool background = false;
   };
   void pump();
   void open_for(Waiter w);

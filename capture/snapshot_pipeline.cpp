@@ -76,7 +76,8 @@ void SnapshotPipeline::submit(SnapshotRequest request, std::function<void(Snapsh
 
 // ---- connection handling for a job ----
 
-void SnapshotPipeline::acquire(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next) {
+void SnapshotPipeline::acquire(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next,
+                               bool background) {
   job->waiting_pool = &pool;
   job->ticket = pool.acquire(key, [this, job, &pool, next = std::move(next)](ConnPool::Conn conn, std::string err) {
     job->waiting_pool = nullptr;
@@ -92,7 +93,7 @@ void SnapshotPipeline::acquire(const JobPtr& job, ConnPool& pool, const std::str
     job->conn_pool = &pool;
     counters_.publish(capture_pool_);
     next();
-  });
+  }, background);
   counters_.publish(capture_pool_);
 }
 
@@ -136,7 +137,7 @@ void SnapshotPipeline::start(JobPtr job) {
     if (!ec) fail(job, SnapshotOutcome::timeout, "deadline passed");
   });
   if (job->req.targets.empty()) return write(job);
-  acquire(job, capture_pool_, job->req.ctx.database, [this, job] { read_catalog(job); });
+  acquire(job, capture_pool_, job->req.ctx.database, [this, job] { read_catalog(job); }, job->req.background);
 }
 
 void SnapshotPipeline::read_catalog(const JobPtr& job) {
@@ -196,14 +197,15 @@ void SnapshotPipeline::build_rows(const JobPtr& job, std::optional<SnapshotOutco
   const auto& req = job->req;
   if (job->resolved) {
     for (const auto& t : job->catalog.tables) {
-      WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid, failure, error, &t};
+      WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid, failure, error, &t, {}};
+      if (!t.target_indexes.empty()) row.pair_hint = req.targets[static_cast<size_t>(t.target_indexes.front())].pair_hint;
       job->rows.push_back(std::move(row));
     }
   }
   for (size_t i = 0; i < req.targets.size(); ++i) {
     if (job->resolved && job->catalog.target_found[i]) continue;
     const auto& t = req.targets[i];
-    WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.value_or(SnapshotOutcome::table_missing), error, nullptr};
+    WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.value_or(SnapshotOutcome::table_missing), error, nullptr, {}};
     if (t.kind == "drop_schema") row.schema = t.name;
     else if (t.kind != "drop_owned") row.schema = t.schema, row.table = t.name;
     job->rows.push_back(std::move(row));
@@ -216,8 +218,8 @@ void SnapshotPipeline::write(const JobPtr& job) {
     const StoreSql& sql = sql_for_(*job->conn);
     ++counters_.store;
     // Prepared once per store connection: planning the write costs more than running it.
-    BatchQuery q{"predrop_store_write_v1", sql.write,
-                 write_params(job->rows, job->req.ctx, cfg_, job->req.reason, job->capture_ms)};
+    BatchQuery q{"predrop_store_write_v2", sql.write,
+                 write_params(job->rows, job->req.ctx, cfg_, job->req.reason, job->capture_ms, job->req.profile_of)};
     run(job, q, [this, job](PgResult r) {
       if (!r.ok() && retry_if_closed(job, store_pool_, "", [this, job] { write(job); })) return;
       release(job);
@@ -227,11 +229,13 @@ void SnapshotPipeline::write(const JobPtr& job) {
       for (int i = 0; i < r.rows() && i < static_cast<int>(job->rows.size()); ++i) {
         const WriteRow& row = job->rows[i];
         TableResult t{row.schema, row.table, row.oid.value_or(0), row.outcome.value_or(SnapshotOutcome::written), "",
-                      row.event_id, row.error};
+                      row.event_id, row.error, false, {}};
         if (!row.outcome) {
           if (r.text(i, 1) == "t") {
             t.outcome = SnapshotOutcome::written;
             t.snapshot_id = row.snapshot_id;
+            t.stats_available = row.captured && row.captured->snap.stats_available;
+            if (!r.is_null(i, 5)) t.pair_of = r.text(i, 5);
             ++counters_.written;
           } else {
             t.outcome = SnapshotOutcome::deduplicated;
@@ -278,7 +282,7 @@ void SnapshotPipeline::fail(const JobPtr& job, SnapshotOutcome outcome, const st
   build_rows(job, outcome, error);
   SnapshotResult res;
   for (const auto& row : job->rows)
-    res.tables.push_back({row.schema, row.table, row.oid.value_or(0), *row.outcome, "", row.event_id, row.error});
+    res.tables.push_back({row.schema, row.table, row.oid.value_or(0), *row.outcome, "", row.event_id, row.error, false, {}});
   auto rows = job->rows;
   finish(job, std::move(res));
   ledger_.write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, job->capture_ms);

@@ -36,7 +36,9 @@ class SnapshotPipeline {
 
  private:
   void start(JobPtr job);
-  void acquire(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next);
+  // background: the request yields to every request that is not (an after waits for holds).
+  void acquire(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next,
+               bool background = false);
   void release(const JobPtr& job, bool reusable = true);
   bool retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next);
   void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next);

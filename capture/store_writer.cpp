@@ -18,34 +18,71 @@ constexpr const char* kWriteSql = R"SQL(
 WITH i AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::int[],
                        $8::bigint[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[], $14::int[],
-                       $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::text[])
+                       $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::text[],
+                       $33::uuid[])
     WITH ORDINALITY AS i(sid, eid, schema_name, table_name, table_oid, pre_outcome, column_count,
                          row_count_estimate, schema_hash, columns_profile, stats_available, extra,
                          resource_identity, version, parser_version, normalization_version,
-                         layout_profile, header_quality, is_truncated, error, ord)
+                         layout_profile, header_quality, is_truncated, error, pair_hint, ord)
 ), d AS (
   -- de-duplication window: the same (database, schema, table, hash) captured within $21 seconds;
   -- rows the reference application wrote (no database_name) count too
   SELECT DISTINCT ON (i.ord) i.ord, s.id
     FROM i JOIN @STORE@ s ON s.schema_name = i.schema_name AND s.table_name = i.table_name
                          AND s.schema_hash = i.schema_hash
-   WHERE i.pre_outcome = 'capture' AND $21::int > 0
+   WHERE i.pre_outcome = 'capture' AND $21::int > 0 AND left($23, 5) <> 'post_'
      AND (s.database_name = $22 OR s.database_name IS NULL)
      AND s.captured_at > now() - make_interval(secs => $21::int)
    ORDER BY i.ord, s.captured_at DESC
+), p AS (
+  -- The before an after completes (migrations/0002_pairs.sql): the one the proxy named (the hold
+  -- of the ALTER itself, the DROP before a recreate) if the store has it; else for an ALTER the
+  -- oldest snapshot of the same table OID since its last after, for a recreate the oldest of the
+  -- same name (another OID) since the last after of that name, a hold's before preferred to a
+  -- baseline row. A post_analyze joins the pair of the after whose profile it completes ($32).
+  SELECT i.ord, CASE
+    WHEN $23 = 'post_analyze' THEN (SELECT s.pair_of FROM @STORE@ s WHERE s.id = $32::uuid)
+    WHEN i.pair_hint IS NOT NULL AND EXISTS (SELECT 1 FROM @STORE@ h WHERE h.id = i.pair_hint) THEN i.pair_hint
+    WHEN $23 = 'post_alter' THEN (
+      SELECT b.id FROM @STORE@ b
+       WHERE b.database_name = $22 AND b.table_oid = i.table_oid AND left(b.reason, 5) <> 'post_'
+         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+                                        WHERE a.database_name = $22 AND a.table_oid = i.table_oid
+                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
+    WHEN $23 = 'post_create' THEN (
+      SELECT b.id FROM @STORE@ b
+       WHERE b.database_name = $22 AND b.schema_name = i.schema_name AND b.table_name = i.table_name
+         AND left(b.reason, 5) <> 'post_' AND b.table_oid IS DISTINCT FROM i.table_oid
+         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+                                        WHERE a.database_name = $22 AND a.schema_name = i.schema_name
+                                          AND a.table_name = i.table_name
+                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
+  END AS pair_of
+    FROM i WHERE i.pre_outcome = 'capture' AND left($23, 5) = 'post_'
 ), w AS (
   INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
                        row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
                        normalization_version, layout_profile, header_quality, is_truncated, database_name,
                        table_oid, statement_kind, statement, session_user_name, application_name, client_addr,
-                       capture_ms)
+                       capture_ms, pair_of)
   SELECT i.sid, i.schema_name, i.table_name, i.resource_identity, i.version, $23, $24, i.column_count,
-         i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available, i.extra::jsonb,
+         i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available,
+         CASE WHEN $23 = 'post_analyze' THEN coalesce(i.extra::jsonb, '{}') || jsonb_build_object('profile_of', $32::uuid)
+              ELSE i.extra::jsonb END,
          i.parser_version, i.normalization_version, i.layout_profile, i.header_quality, i.is_truncated, $22,
-         i.table_oid, $25, $26, $27, $28, $29, $30::float8
-    FROM i
+         i.table_oid, $25, $26, $27, $28, $29, $30::float8, p.pair_of
+    FROM i LEFT JOIN p ON p.ord = i.ord
    WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
-  RETURNING id
+  RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at
+), n AS (
+  -- Delivered when the write commits; the payload's fields are a stable format (README).
+  SELECT pg_notify('predrop_snapshots',
+                   json_build_object('id', w.id, 'database', $22::text, 'schema', w.schema_name,
+                                     'table', w.table_name, 'reason', $23::text, 'schema_hash', w.schema_hash,
+                                     'pair_of', w.pair_of, 'captured_at', w.captured_at)::text)
+    FROM w
 ), e AS (
   INSERT INTO @EVENTS@ (id, outcome, snapshot_id, error, database_name, schema_name, table_name, table_oid,
                         statement_kind, statement, fingerprint, session_user_name, application_name, client_addr,
@@ -55,9 +92,12 @@ WITH i AS (
          coalesce(w.id, d.id), i.error, $22, i.schema_name, i.table_name, i.table_oid, $25, $26, $31, $27, $28, $29,
          $23, $24, $30::float8
     FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
+   -- The ledger records intercepted statements. An after gets a row only when it failed: a
+   -- written one is its own record, and a table gone before its after is the DROP's to record.
+   WHERE left($23, 5) <> 'post_' OR (w.id IS NULL AND i.pre_outcome NOT IN ('capture', 'table_missing'))
   RETURNING id
 )
-SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e)
+SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n), w.pair_of::text
   FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
  ORDER BY i.ord
 )SQL";
@@ -126,7 +166,7 @@ StoreSql build_store_sql(const std::string& store, const std::string& events) {
 }
 
 Params write_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
-                    const std::string& reason, double capture_ms) {
+                    const std::string& reason, double capture_ms, const std::string& profile_of) {
   std::vector<Column> cols(20);
   for (const auto& r : rows) {
     const CapturedTable* t = r.captured;
@@ -173,6 +213,10 @@ Params write_params(const std::vector<WriteRow>& rows, const StatementContext& c
   p.push_back(opt_text(ctx.client_addr));             // $29
   p.push_back(ms_text(capture_ms));                   // $30
   p.push_back(opt_text(ctx.fingerprint));             // $31
+  p.push_back(opt_text(profile_of));                  // $32
+  Column hints;
+  for (const auto& r : rows) hints.push_back(r.captured ? opt_text(r.pair_hint) : std::nullopt);
+  p.push_back(pg_array_literal(hints));               // $33
   return p;
 }
 

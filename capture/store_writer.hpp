@@ -33,10 +33,12 @@ struct WriteRow {
   std::optional<SnapshotOutcome> outcome;
   std::string error;
   const CapturedTable* captured = nullptr;
+  std::string pair_hint;    // an after: the before its target named (TargetSpec::pair_hint)
 };
 
+// profile_of: a post_analyze's after (its pair is the after's); empty otherwise.
 Params write_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
-                    const std::string& reason, double capture_ms);
+                    const std::string& reason, double capture_ms, const std::string& profile_of = {});
 Params events_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
                      const std::string& reason, std::optional<double> hold_ms, double capture_ms);
 Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms);

@@ -134,7 +134,7 @@ void enrich(PgSession& target, const std::string& sql, std::vector<CapturedTable
 std::vector<CapturedTable> read_tables(PgSession& target, const std::vector<Name>& names, const ProfileBounds& bounds,
                                        bool naive, const std::vector<std::string>& hash_excluded) {
   SnapshotRequest req;
-  for (const auto& [schema, table] : names) req.targets.push_back({"drop_table", schema, table, {}});
+  for (const auto& [schema, table] : names) req.targets.push_back({"drop_table", schema, table, {}, {}, 0});
   auto cq = catalog_query(req);
   auto cat = parse_catalog(target.exec(cq.sql, cq.params), req.targets.size());
   // A partitioned table's partitions come along; keep exactly the relations asked for.

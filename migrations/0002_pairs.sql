@@ -7,6 +7,7 @@
 -- reference application's rows never carry the column.
 ALTER TABLE {{store_table}} ADD COLUMN IF NOT EXISTS pair_of uuid;
 CREATE INDEX IF NOT EXISTS {{ix:pair_of}} ON {{store_table}} (pair_of) WHERE pair_of IS NOT NULL;
--- Pairing looks for the newest after of a name (recreate) and of an OID (ALTER).
-CREATE INDEX IF NOT EXISTS {{ix:reason_oid}} ON {{store_table}} (database_name, table_oid, captured_at)
-  WHERE reason LIKE 'post\_%';
+-- Pairing looks for the newest after of an OID (ALTER); the newest of a name (recreate) uses the
+-- (schema_name, table_name, captured_at) index.
+CREATE INDEX IF NOT EXISTS {{ix:after_oid}} ON {{store_table}} (database_name, table_oid, captured_at)
+  WHERE reason IN ('post_create', 'post_alter');

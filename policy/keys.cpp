@@ -123,6 +123,15 @@ std::vector<ConfigKey> build_config_keys() {
   k.push_back(path_key("capture.conninfo_file", [](auto& c) -> auto& { return c.capture_conninfo_file; }, restart));
   k.push_back(int_key<Config>("capture.pool_size", [](auto& c) -> auto& { return c.capture_pool_size; }, 1, 64,
                               restart));
+  k.push_back(bool_key<Config>("capture.after", [](auto& c) -> auto& { return c.after_capture; }, sighup));
+  k.push_back(bool_key<Config>("capture.analyze_after_create",
+                               [](auto& c) -> auto& { return c.analyze_after_create; }, sighup));
+  k.push_back(int_key<Config>("capture.stats_horizon_s", [](auto& c) -> auto& { return c.stats_horizon_s; }, 0,
+                              30LL * 86400, sighup));
+  k.push_back(int_key<Config>("capture.stats_poll_ms", [](auto& c) -> auto& { return c.stats_poll_ms; }, 100,
+                              kHourMs, restart));
+  k.push_back(int_key<Config>("capture.stats_waiting_max", [](auto& c) -> auto& { return c.stats_waiting_max; }, 1,
+                              1000000, restart));
 
   k.push_back(secret_key("store.conninfo", [](auto& c) -> auto& { return c.store_conninfo; }));
   k.push_back(path_key("store.conninfo_file", [](auto& c) -> auto& { return c.store_conninfo_file; }, restart));

@@ -94,6 +94,13 @@ struct Config {
   int store_check_interval_s = 10;  // predrop_store_up: how often a quiet store is checked
   int hold_timeout_ms = 2000;
   int capture_pool_size = 4;
+  // The "after": once a transaction that created or changed a covered table commits, its new shape
+  // is captured (post_create / post_alter), and its profile again once statistics exist (post_analyze).
+  bool after_capture = true;
+  bool analyze_after_create = false;   // run ANALYZE on a new table ourselves (samples it: off by default)
+  int stats_horizon_s = 3600;          // wait this long for pg_stats, then keep the shape alone
+  int stats_poll_ms = 5000;            // one pg_stat_user_tables query per database this often
+  int stats_waiting_max = 10000;       // afters waiting for statistics; past it the oldest gives up
   int profile_max_values = 20;
   int profile_max_value_chars = 120;
   int profile_max_columns = 300;

@@ -176,6 +176,20 @@ std::string render_metrics(ProxyContext& ctx) {
         static_cast<double>(ps.store_retry_queued));
   counter(out, "predrop_store_retry_lost_total", "Ledger statements dropped because the store retry queue was full.",
           ps.store_retry_lost);
+  counter(out, "predrop_afters_requested_total", "Tables of committed shape changes sent for an after.",
+          m.afters_requested.load());
+  gauge(out, "predrop_afters_queued", "Afters of committed shape changes waiting or running.",
+        static_cast<double>(ps.afters_queued));
+  counter(out, "predrop_afters_written_total", "After snapshots written (post_create, post_alter, post_analyze).",
+          ps.afters_written);
+  counter(out, "predrop_afters_lost_total", "Afters refused because their queue was full; each has a ledger row.",
+          ps.afters_lost);
+  gauge(out, "predrop_afters_waiting_for_statistics", "Afters whose table has no statistics yet.",
+        static_cast<double>(ps.stats_waiting));
+  counter(out, "predrop_statistics_checks_total", "pg_stat_user_tables checks for afters: one per database and period.",
+          ps.stats_queries);
+  counter(out, "predrop_afters_statistics_gave_up_total", "Afters that kept their shape alone: no statistics within the horizon.",
+          ps.stats_gave_up);
   header(out, "predrop_config_reloads_total", "counter", "SIGHUP reloads, by result.");
   sample(out, "predrop_config_reloads_total", "result=\"ok\"", m.reloads_ok.load());
   sample(out, "predrop_config_reloads_total", "result=\"failed\"", m.reloads_failed.load());

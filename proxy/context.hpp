@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include <boost/asio/ssl.hpp>
 
@@ -36,6 +37,21 @@ class SessionRegistry {
   std::map<Session*, std::string> key_of_;
 };
 
+// Afters of prepared transactions (PREPARE TRANSACTION), by database and gid, until some session
+// sends COMMIT PREPARED (they are captured) or ROLLBACK PREPARED (forgotten). Bounded: past
+// kMax the oldest is forgotten (its changes get no after; the log says so).
+class PreparedAfters {
+ public:
+  static constexpr size_t kMax = 10000;
+  void put(const std::string& database, const std::string& gid, std::vector<capture::SnapshotRequest> requests);
+  std::vector<capture::SnapshotRequest> take(const std::string& database, const std::string& gid);
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::vector<capture::SnapshotRequest>> by_gid_;
+  std::vector<std::pair<std::string, std::string>> order_;
+};
+
 struct ProxyContext {
   std::shared_ptr<const policy::Config> config() const { return std::atomic_load(&config_); }
   void set_config(std::shared_ptr<const policy::Config> c) { std::atomic_store(&config_, std::move(c)); }
@@ -46,6 +62,7 @@ struct ProxyContext {
   std::unique_ptr<boost::asio::ssl::context> client_tls;    // null: SSLRequest answered 'N'
   std::unique_ptr<boost::asio::ssl::context> upstream_tls;  // null: sslmode=disable
   SessionRegistry registry;
+  PreparedAfters prepared_afters;
   std::atomic<bool> draining{false};
 };
 

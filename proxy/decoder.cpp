@@ -206,8 +206,8 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       std::string_view sql = r.cstring();
       if (!r.ok()) return malformed("invalid Query message: the query string is not terminated");
       forget_unnamed();
-      auto facts = classifier_.classify(sql, standard_conforming_strings_);
-      owed_.push_back({K::query, false, false, false, 0, facts, {}, nullptr});
+      auto facts = classifier_.classify(sql, standard_conforming_strings_, track_shape_);
+      owed_.push_back({K::query, false, false, false, 0, facts, {}, nullptr, nullptr});
       return statement_event('Q', std::move(facts));
     }
     case 'P': {
@@ -223,14 +223,14 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
         // cannot be read cannot be followed: refused rather than guessed at.
         return malformed("Parse message: the statement name is longer than limits.max_inspect_bytes");
       if (r.ok()) {
-        facts = classifier_.classify(sql, standard_conforming_strings_);
+        facts = classifier_.classify(sql, standard_conforming_strings_, track_shape_);
       } else {
         // The text runs past the inspection limit: the name is known, what it does is not.
         ++stats_.uninspected;
         ev.uninspected = true;
       }
       std::string key = name_key(name);
-      OwedReply entry{K::parse, false, false, false, 0, nullptr, {}, nullptr};
+      OwedReply entry{K::parse, false, false, false, 0, nullptr, {}, nullptr, nullptr};
       auto it = statements_.find(key);
       if (!key.empty() && it != statements_.end() && it->second && it->second->destroys()) {
         // The server refuses a Parse of a name it has (42P05) unless the name was deallocated by
@@ -263,7 +263,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       std::shared_ptr<const parser::Facts> facts = it != statements_.end() ? it->second : nullptr;
       if (facts) portals_[name_key(portal)] = std::move(facts);
       else portals_.erase(name_key(portal));
-      owed_.push_back({K::bind, false, false, false, 0, nullptr, {}, nullptr});
+      owed_.push_back({K::bind, false, false, false, 0, nullptr, {}, nullptr, nullptr});
       FrontendEvent ev;
       ev.type = 'B';
       return ev;
@@ -274,7 +274,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       if (!r.ok()) return malformed("invalid Execute message: the portal name is not terminated");
       auto it = portals_.find(name_key(portal));
       std::shared_ptr<const parser::Facts> facts = it != portals_.end() ? it->second : nullptr;
-      owed_.push_back({K::execute, false, false, false, 0, facts, {}, nullptr});
+      owed_.push_back({K::execute, false, false, false, 0, facts, {}, nullptr, nullptr});
       return statement_event('E', std::move(facts));
     }
     case 'C': {
@@ -284,7 +284,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
         return malformed("invalid Close message: expected 'S' or 'P' and a terminated name");
       if (what == 'S') statements_.erase(name_key(name));
       else portals_.erase(name_key(name));
-      owed_.push_back({K::close, false, false, false, 0, nullptr, {}, nullptr});
+      owed_.push_back({K::close, false, false, false, 0, nullptr, {}, nullptr, nullptr});
       FrontendEvent ev;
       ev.type = 'C';
       return ev;
@@ -305,7 +305,7 @@ void Decoder::on_frontend_streamed(char type, uint64_t total, bool over_inspect_
   ++stats_.frontend_messages;
   using K = OwedReply::Kind;
   if (over_inspect_limit) ++stats_.uninspected;
-  auto owe = [this](K k) { owed_.push_back({k, false, false, false, 0, nullptr, {}, nullptr}); };
+  auto owe = [this](K k) { owed_.push_back({k, false, false, false, 0, nullptr, {}, nullptr, nullptr}); };
   switch (type) {
     case 'Q': forget_unnamed(); owe(K::query); break;
     case 'E': owe(K::execute); break;
@@ -332,12 +332,12 @@ void Decoder::replace_last_with_refusal() {
   K kind = owed_.back().kind;
   owed_.pop_back();
   if (kind == K::query) {
-    owed_.push_back({K::query, true, true, false, 0, nullptr, {}, nullptr});
+    owed_.push_back({K::query, true, true, false, 0, nullptr, {}, nullptr, nullptr});
     return;
   }
-  owed_.push_back({K::parse, true, false, false, 0, nullptr, {}, nullptr});
-  owed_.push_back({K::bind, true, false, false, 0, nullptr, {}, nullptr});
-  owed_.push_back({K::execute, true, true, false, 0, nullptr, {}, nullptr});
+  owed_.push_back({K::parse, true, false, false, 0, nullptr, {}, nullptr, nullptr});
+  owed_.push_back({K::bind, true, false, false, 0, nullptr, {}, nullptr, nullptr});
+  owed_.push_back({K::execute, true, true, false, 0, nullptr, {}, nullptr, nullptr});
   // The stand-in took the unnamed statement and portal.
   statements_.erase(std::string());
   portals_.erase(std::string());
@@ -370,13 +370,98 @@ bool Decoder::runs_in_block(const OwedReply& entry) const {
 
 void Decoder::apply_completed(OwedReply& entry) {
   size_t k = entry.completed++;
-  if (!entry.facts || !entry.facts->touches_search_path()) return;
+  if (!entry.facts) return;
   const auto& sts = entry.facts->statements;
   if (k >= sts.size()) return;
+  if (track_shape_) track_shape(sts[k], entry);
+  if (!entry.facts->touches_search_path()) return;
   // The statements before it, already applied, only move the block state.
   bool in_block = runs_in_block(entry);
   for (size_t i = 0; i < k; ++i) apply_statement(nullptr, sts[i], in_block, txn_status_);
   apply_statement(&search_path_, sts[k], in_block, txn_status_);
+}
+
+// A statement the server completed: its shape changes join the open transaction's, and its
+// transaction control decides what becomes of them. Called after search_path moved for the
+// statements before it, so a change carries the path it ran under.
+void Decoder::note_held(std::vector<HeldTable> tables) {
+  if (!track_shape_ || owed_.empty() || tables.empty()) return;
+  owed_.back().held = std::make_shared<const std::vector<HeldTable>>(std::move(tables));
+}
+
+namespace {
+
+const HeldTable* find_held(const std::vector<HeldTable>& held, const parser::RelationName& name) {
+  for (auto it = held.rbegin(); it != held.rend(); ++it)
+    if (it->table == name.name && (name.schema.empty() || it->schema == name.schema)) return &*it;
+  return nullptr;
+}
+
+}  // namespace
+
+void Decoder::track_shape(const parser::Statement& st, const OwedReply& entry) {
+  using T = parser::TxnControl;
+  using DK = parser::DestroyKind;
+  // The j-th ALTER change of a statement is its j-th alter_table target (the parser reports both
+  // for one ALTER): the hold snapshotted that target's table under its name before the change.
+  std::vector<const parser::Target*> alters;
+  for (const auto& t : st.targets) {
+    if (t.kind == DK::alter_table) alters.push_back(&t);
+    if (t.kind == DK::drop_table && entry.held)
+      if (const HeldTable* h = find_held(*entry.held, t.relation)) txn_dropped_.push_back(*h);
+  }
+  size_t j = 0;
+  for (const auto& c : st.changes) {
+    CompletedChange done{c, search_path_.current(), entry.facts, 0, {}};
+    if (c.kind == parser::ShapeChange::Kind::alter) {
+      const parser::Target* target = j < alters.size() ? alters[j] : nullptr;
+      ++j;
+      if (target && entry.held)
+        if (const HeldTable* h = find_held(*entry.held, target->relation)) done.oid = h->oid, done.before_id = h->snapshot_id;
+    } else if (const HeldTable* h = find_held(txn_dropped_, c.relation)) {
+      done.before_id = h->snapshot_id;   // a recreate of what this transaction dropped
+    }
+    txn_changes_.push_back(std::move(done));
+  }
+  auto last_mark = [this](const std::string& name) {
+    for (size_t i = change_marks_.size(); i-- > 0;)
+      if (change_marks_[i].first == name) return static_cast<std::ptrdiff_t>(i);
+    return std::ptrdiff_t{-1};
+  };
+  switch (st.txn) {
+    case T::savepoint: change_marks_.emplace_back(st.savepoint, txn_changes_.size()); break;
+    case T::release:
+      // RELEASE keeps what was done since the savepoint, and forgets it and every later one.
+      if (auto i = last_mark(st.savepoint); i >= 0) change_marks_.resize(static_cast<size_t>(i));
+      break;
+    case T::rollback_to:
+      // ROLLBACK TO undoes what was done since the savepoint and keeps the savepoint itself.
+      if (auto i = last_mark(st.savepoint); i >= 0) {
+        txn_changes_.resize(change_marks_[static_cast<size_t>(i)].second);
+        change_marks_.resize(static_cast<size_t>(i) + 1);
+      }
+      break;
+    // The CommandComplete being applied carried the tag: COMMIT of a failed transaction says ROLLBACK.
+    case T::commit: end_shape_transaction(txn_tag_commit_); break;
+    case T::rollback: end_shape_transaction(false); break;
+    case T::prepare:
+      if (!txn_changes_.empty()) shape_outcomes_.prepared.emplace_back(st.savepoint, std::move(txn_changes_));
+      txn_changes_.clear();
+      change_marks_.clear();
+      txn_dropped_.clear();
+      break;
+    case T::commit_prepared: shape_outcomes_.finished_prepared.emplace_back(st.savepoint, true); break;
+    case T::rollback_prepared: shape_outcomes_.finished_prepared.emplace_back(st.savepoint, false); break;
+    default: break;
+  }
+}
+
+void Decoder::end_shape_transaction(bool committed) {
+  if (committed)
+    for (auto& c : txn_changes_) shape_outcomes_.committed.push_back(std::move(c));
+  txn_changes_.clear();
+  change_marks_.clear();
+  txn_dropped_.clear();
 }
 
 parser::SearchPathTracker Decoder::search_path_ahead() const {
@@ -581,6 +666,7 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
         ev.transaction_ended = true;
         ev.committed = before != 'I' ? (txn_tag_seen_ && txn_tag_commit_) : !error_since_ready_;
         search_path_.end_transaction(ev.committed);
+        if (track_shape_) end_shape_transaction(ev.committed);
       }
       txn_tag_seen_ = txn_tag_commit_ = false;
       error_since_ready_ = false;

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "parser/parser.hpp"
@@ -81,6 +82,14 @@ class MessageReader {
   bool ok_ = true;
 };
 
+// A table a hold snapshotted for the statement it held: the after of that statement's change
+// names this before (its pair) and follows the table by OID, whatever it is called by then.
+struct HeldTable {
+  std::string schema, table;
+  uint32_t oid = 0;
+  std::string snapshot_id;
+};
+
 // The replies the server owes, oldest first. Each entry is one frontend message that the server
 // answers (or, for Sync, Query and FunctionCall, a ReadyForQuery it ends with).
 struct OwedReply {
@@ -95,6 +104,7 @@ struct OwedReply {
   std::shared_ptr<const parser::Facts> facts;   // query / execute: applied as the server completes them
   std::string deferred_name;                    // parse: a statement name bound only at ParseComplete
   std::shared_ptr<const parser::Facts> previous;   // parse, deferred: what the name meant before
+  std::shared_ptr<const std::vector<HeldTable>> held;   // query / execute: what its hold snapshotted
 };
 
 // A queue with a moving head, compacted as it goes so that a long pipeline never grows it
@@ -153,6 +163,26 @@ struct BackendEvent {
   std::string error;
 };
 
+// A shape change the server completed (parser::ShapeChange), with what the after needs of it.
+struct CompletedChange {
+  parser::ShapeChange change;
+  std::vector<std::string> search_path;          // the session's path when it ran ("$user" kept)
+  std::shared_ptr<const parser::Facts> facts;   // its text's facts: normalised text, fingerprint
+  uint32_t oid = 0;          // an ALTER the hold snapshotted: the table, followed by OID
+  std::string before_id;     // the before it completes, when the hold (or the DROP's) wrote it
+};
+
+// How transactions holding shape changes ended, for the session to act on. A change reaches
+// `committed` only once the server has committed it: a rolled-back transaction, a savepoint rolled
+// back to, a failed implicit block leave nothing.
+struct ShapeOutcomes {
+  std::vector<CompletedChange> committed;
+  // PREPARE TRANSACTION: the changes wait for COMMIT PREPARED, which any session may send.
+  std::vector<std::pair<std::string, std::vector<CompletedChange>>> prepared;
+  std::vector<std::pair<std::string, bool>> finished_prepared;   // gid, committed (else rolled back)
+  bool empty() const { return committed.empty() && prepared.empty() && finished_prepared.empty(); }
+};
+
 struct DecoderStats {
   uint64_t frontend_messages = 0, backend_messages = 0;
   uint64_t malformed = 0, desync = 0, uninspected = 0;
@@ -197,6 +227,15 @@ class Decoder {
   // The server keys statements and portals on the first NAMEDATALEN-1 bytes of their names.
   static std::string name_key(std::string_view name);
 
+  // Follow shape changes and the transactions they are in (the after capture). Off by default:
+  // the prefilter then passes fewer texts.
+  void track_shape_changes(bool on) { track_shape_ = on; }
+  bool tracks_shape_changes() const { return track_shape_; }
+  bool has_shape_outcomes() const { return !shape_outcomes_.empty(); }
+  // The statement just judged (the back of the owed queue) was held and these tables snapshotted.
+  void note_held(std::vector<HeldTable> tables);
+  ShapeOutcomes take_shape_outcomes() { return std::exchange(shape_outcomes_, {}); }
+
  private:
   FrontendEvent statement_event(char type, std::shared_ptr<const parser::Facts> facts);
   void apply_completed(OwedReply& entry);
@@ -206,6 +245,8 @@ class Decoder {
   void account_error(BackendEvent& ev);
   void forget_unnamed();
   void copy_in_began();
+  void track_shape(const parser::Statement& st, const OwedReply& entry);
+  void end_shape_transaction(bool committed);
 
   parser::Classifier& classifier_;
   bool standard_conforming_strings_ = true;
@@ -223,6 +264,11 @@ class Decoder {
   bool copy_in_ = false, copy_out_ = false;
   bool ignoring_syncs_ = false;     // in a COPY IN: the client's Syncs until its CopyDone/CopyFail owe nothing
   DecoderStats stats_;
+  bool track_shape_ = false;
+  std::vector<CompletedChange> txn_changes_;                  // completed in the open transaction
+  std::vector<std::pair<std::string, size_t>> change_marks_;  // savepoint name, txn_changes_ size then
+  std::vector<HeldTable> txn_dropped_;   // snapshotted by the holds of DROP TABLEs this transaction ran
+  ShapeOutcomes shape_outcomes_;
 };
 
 }  // namespace predrop::proxy

@@ -42,6 +42,27 @@ void append_message(std::string& out, char type, std::string_view body) {
 
 }  // namespace
 
+policy::Decision decide_relation(const policy::Config& cfg, const std::string& db, const parser::RelationName& relation,
+                                 parser::DestroyKind kind, const std::vector<std::string>& effective,
+                                 std::string& schema_for_policy) {
+  if (!relation.schema.empty() || kind == parser::DestroyKind::drop_schema) {
+    schema_for_policy = relation.schema.empty() ? relation.name : relation.schema;
+    return cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind));
+  }
+  // Unqualified: the table's schema is known only once capture resolves it, so the first
+  // schema of the path that a rule names decides ("$user" rarely exists; public usually does).
+  schema_for_policy = effective.empty() ? std::string() : effective.front();
+  policy::Decision decision = cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind));
+  for (const auto& candidate : effective) {
+    auto d = cfg.decide(db, candidate, relation.name, static_cast<int>(kind));
+    if (d.rule_index >= 0) {
+      schema_for_policy = candidate;
+      return d;
+    }
+  }
+  return decision;
+}
+
 HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   HoldPlan plan;
   const std::string& db = in.context.database;
@@ -59,24 +80,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
       auto effective = path.effective(in.user);
       std::string schema_for_policy;
-      policy::Decision decision;
-      if (!t.relation.schema.empty() || t.kind == parser::DestroyKind::drop_schema) {
-        schema_for_policy = t.relation.schema.empty() ? t.relation.name : t.relation.schema;
-        decision = cfg.decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
-      } else {
-        // Unqualified: the table's schema is known only once capture resolves it, so the first
-        // schema of the path that a rule names decides ("$user" rarely exists; public usually does).
-        schema_for_policy = effective.empty() ? std::string() : effective.front();
-        decision = cfg.decide(db, schema_for_policy, t.relation.name, static_cast<int>(t.kind));
-        for (const auto& candidate : effective) {
-          auto d = cfg.decide(db, candidate, t.relation.name, static_cast<int>(t.kind));
-          if (d.rule_index >= 0) {
-            decision = d;
-            schema_for_policy = candidate;
-            break;
-          }
-        }
-      }
+      policy::Decision decision = decide_relation(cfg, db, t.relation, t.kind, effective, schema_for_policy);
       if (decision.action == policy::Action::skip) {
         plan.skipped.emplace_back(schema_for_policy, t.relation.name);
         continue;
@@ -152,6 +156,12 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
       session_.pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id});
   }
   if (result.tables.empty()) metrics().count_snapshot(result.outcome);
+  if (session_.decoder_->tracks_shape_changes()) {
+    std::vector<HeldTable> held;
+    for (const auto& t : result.tables)
+      if (t.oid != 0 && !t.snapshot_id.empty()) held.push_back({t.schema, t.table, t.oid, t.snapshot_id});
+    session_.decoder_->note_held(std::move(held));
+  }
   session_.ctx_.capture->mark_hold(result.tables, hold_ms);
   auto ending = machine_.on(result.ok() ? HoldMachine::Event::capture_ok : HoldMachine::Event::capture_failed, id);
   if (!ending) return;

@@ -46,6 +46,8 @@ struct Metrics {
   std::atomic<uint64_t> rejected_statements{0};
   std::atomic<uint64_t> unresolved_statements{0};
   std::atomic<uint64_t> unparsed_statements{0};
+  // Tables of committed shape changes sent for an after (proxy/after.cpp).
+  std::atomic<uint64_t> afters_requested{0};
   std::atomic<uint64_t> cancel_requests{0};
   std::atomic<uint64_t> copy_batched_in{0};    // COPY data phases read in batches, client → server
   std::atomic<uint64_t> copy_batched_out{0};   // and server → client

@@ -508,6 +508,8 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
   if (ev.ready) {
     if (!fatal_.empty()) maybe_send_fatal();
     if (ev.status == 'I' && !pending_outcomes_.empty()) confirm_outcomes();
+    // After the server's ReadyForQuery is on its way to the client: nothing waits on the capture.
+    if (decoder_->has_shape_outcomes()) capture_afters();
   }
   return Verdict::forward;
 }

@@ -130,6 +130,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total);
   void end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message);
   void confirm_outcomes();
+  // after.cpp
+  void capture_afters();
   capture::StatementContext statement_context(const parser::Facts& facts) const;
   void record_ledger(capture::StatementContext context, capture::SnapshotOutcome outcome, std::string schema = {},
                      std::string table = {});

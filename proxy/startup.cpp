@@ -140,6 +140,9 @@ void Session::on_startup_packet(std::string packet) {
   if (auto from_options = wire::search_path_from_options(params_.get("options"))) sp = *from_options;
   if (!sp.empty()) initial = parser::split_search_path(sp);
   decoder_.emplace(ctx_.classifier, std::move(initial));
+  // Whether this session's shape changes get afters is fixed at its start (a SIGHUP turning
+  // capture.after off still stops their capture: Session::capture_afters reads the policy).
+  decoder_->track_shape_changes(cfg_->after_capture && cfg_->snapshots_enabled && ctx_.capture != nullptr);
   connect_upstream();
 }
 

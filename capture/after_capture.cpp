@@ -1,0 +1,204 @@
+#include "capture/after_capture.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <set>
+
+#include "capture/store_writer.hpp"
+
+namespace predrop::capture {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+AfterCapture::AfterCapture(asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline,
+                           ConnPool& capture_pool, LedgerWriter& ledger, CaptureCounters& counters)
+    : io_(io),
+      cfg_(cfg),
+      pipeline_(pipeline),
+      capture_pool_(capture_pool),
+      ledger_(ledger),
+      counters_(counters),
+      poll_timer_(io) {}
+
+void AfterCapture::submit(SnapshotRequest request) {
+  if (stopped_) return;
+  if (queue_.size() >= cfg_.after_queue_max) {
+    // The ledger says which change has no after, and why.
+    ++counters_.afters_lost;
+    std::vector<WriteRow> rows;
+    for (const auto& t : request.targets)
+      rows.push_back({"", new_uuid(), t.schema, t.name, std::nullopt, SnapshotOutcome::capture_error,
+                      "after queue full (" + std::to_string(cfg_.after_queue_max) + " waiting)", nullptr, {}});
+    ledger_.write_events(std::move(rows), request.ctx, request.reason, std::nullopt, 0);
+    return;
+  }
+  request.background = true;
+  queue_.push_back(std::move(request));
+  publish();
+  pump();
+}
+
+// Half the capture pool at most, so that holds always find a connection soon.
+void AfterCapture::pump() {
+  const int limit = cfg_.after_concurrency > 0 ? cfg_.after_concurrency : std::max(1, cfg_.pool_size / 2);
+  while (!stopped_ && running_ < limit && !queue_.empty()) {
+    SnapshotRequest req = std::move(queue_.front());
+    queue_.pop_front();
+    ++running_;
+    req.deadline = Clock::now() + cfg_.default_deadline;
+    auto copy = std::make_shared<SnapshotRequest>(req);
+    pipeline_.submit(std::move(req), [this, copy](SnapshotResult result) {
+      // The pipeline calls back on this thread.
+      --running_;
+      done(*copy, result);
+      publish();
+      pump();
+    });
+  }
+  publish();
+}
+
+void AfterCapture::done(const SnapshotRequest& req, const SnapshotResult& result) {
+  if (stopped_) return;
+  std::vector<TableResult> created;
+  for (const auto& t : result.tables) {
+    if (t.outcome != SnapshotOutcome::written) continue;
+    ++counters_.afters_written;
+    if (req.reason == "post_create") created.push_back(t);
+    if (t.stats_available || req.reason == "post_analyze" || cfg_.stats_horizon.count() <= 0 || t.oid == 0) continue;
+    auto key = std::make_pair(req.ctx.database, t.oid);
+    waiting_[key] = Waiting{req.ctx, t.snapshot_id, t.oid, t.schema, t.table, Clock::now() + cfg_.stats_horizon};
+    waiting_order_.push_back(key);
+    while (waiting_.size() > cfg_.stats_waiting_max && !waiting_order_.empty()) {
+      auto oldest = waiting_order_.front();
+      waiting_order_.pop_front();
+      if (waiting_.erase(oldest)) ++counters_.stats_gave_up;
+    }
+  }
+  // Stale keys (a table waiting twice) are skipped when they reach the front.
+  if (waiting_order_.size() > 2 * waiting_.size() + 64) {
+    std::deque<std::pair<std::string, uint32_t>> kept;
+    std::set<std::pair<std::string, uint32_t>> seen;
+    for (auto it = waiting_order_.rbegin(); it != waiting_order_.rend(); ++it)
+      if (waiting_.count(*it) && seen.insert(*it).second) kept.push_front(*it);
+    waiting_order_.swap(kept);
+  }
+  if (cfg_.analyze_after_create && !created.empty()) analyze(req.ctx.database, created);
+  arm_poll();
+}
+
+// capture.analyze_after_create: the operator chose to have new tables sampled at once. ANALYZE
+// is allowed in the capture sessions' read-only transactions (it changes no table's contents).
+void AfterCapture::analyze(const std::string& database, const std::vector<TableResult>& tables) {
+  capture_pool_.acquire(database, [this, tables](ConnPool::Conn conn, std::string err) {
+    if (!conn) return spdlog::warn("predrop ANALYZE after create: {}", err);
+    std::string sql;
+    for (const auto& t : tables) {
+      if (!sql.empty()) sql += ", ";
+      sql += conn->quote_ident(t.schema) + "." + conn->quote_ident(t.table);
+    }
+    ++counters_.analyzes;
+    conn->exec("ANALYZE " + sql, {}, [this, conn](PgResult r) {
+      capture_pool_.release(conn, r.ok());
+      if (!r.ok()) spdlog::warn("predrop ANALYZE after create failed (the profile waits for autovacuum): {}", r.error);
+      // The poll finds the statistics at once rather than a period later.
+      else poll();
+    });
+  }, true);
+}
+
+void AfterCapture::arm_poll() {
+  if (stopped_ || poll_armed_ || waiting_.empty()) return;
+  poll_armed_ = true;
+  poll_timer_.expires_after(cfg_.stats_poll);
+  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+    poll_armed_ = false;
+    if (!ec) poll();
+  });
+}
+
+void AfterCapture::poll() {
+  if (stopped_) return;
+  if (polls_running_ > 0) return arm_poll();
+  auto now = Clock::now();
+  std::map<std::string, std::vector<Waiting>> by_database;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second.expires <= now) {
+      ++counters_.stats_gave_up;
+      spdlog::debug("predrop: no statistics for table OID {} in database '{}' within the horizon; its after keeps the shape alone",
+                    it->second.oid, it->first.first);
+      it = waiting_.erase(it);
+      continue;
+    }
+    by_database[it->first.first].push_back(it->second);
+    ++it;
+  }
+  publish();
+  for (auto& [database, waiting] : by_database) poll_database(database, std::move(waiting));
+  arm_poll();
+}
+
+// One statement for every table of a database that waits.
+void AfterCapture::poll_database(const std::string& database, std::vector<Waiting> waiting) {
+  ++polls_running_;
+  capture_pool_.acquire(database, [this, database, waiting = std::move(waiting)](ConnPool::Conn conn, std::string err) {
+    if (!conn) {
+      --polls_running_;
+      return spdlog::debug("predrop statistics check for database '{}': {}", database, err);
+    }
+    std::vector<std::optional<std::string>> oids;
+    for (const auto& w : waiting) oids.push_back(std::to_string(w.oid));
+    ++counters_.stats_queries;
+    ++counters_.catalog;
+    conn->exec(
+        "SELECT o::bigint, EXISTS (SELECT 1 FROM pg_stat_user_tables s WHERE s.relid = o"
+        " AND coalesce(s.last_analyze, s.last_autoanalyze) IS NOT NULL)"
+        " FROM unnest($1::oid[]) AS o WHERE EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = o)",
+        {pg_array_literal(oids)}, [this, conn, database, waiting](PgResult r) {
+          --polls_running_;
+          capture_pool_.release(conn, r.ok());
+          if (stopped_) return;
+          if (!r.ok()) return spdlog::debug("predrop statistics check failed: {}", r.error);
+          std::map<uint32_t, bool> present;
+          for (int i = 0; i < r.rows(); ++i)
+            present[static_cast<uint32_t>(std::stoul(r.text(i, 0)))] = r.text(i, 1) == "t";
+          for (const auto& w : waiting) {
+            auto key = std::make_pair(database, w.oid);
+            auto it = waiting_.find(key);
+            if (it == waiting_.end() || it->second.after_id != w.after_id) continue;   // replaced meanwhile
+            auto p = present.find(w.oid);
+            if (p == present.end()) {   // the table is gone: its after was its last shape
+              waiting_.erase(it);
+              continue;
+            }
+            if (!p->second) continue;
+            waiting_.erase(it);
+            SnapshotRequest req;
+            req.ctx = w.ctx;
+            req.reason = "post_analyze";
+            req.profile_of = w.after_id;
+            req.targets.push_back({"by_oid", w.schema, w.table, {}, {}, w.oid});
+            submit(std::move(req));
+          }
+          publish();
+        });
+  }, true);
+}
+
+void AfterCapture::publish() {
+  counters_.afters_queued = queue_.size() + static_cast<uint64_t>(running_);
+  counters_.stats_waiting = waiting_.size();
+}
+
+void AfterCapture::shutdown() {
+  stopped_ = true;
+  poll_timer_.cancel();
+  queue_.clear();
+  waiting_.clear();
+  waiting_order_.clear();
+  publish();
+}
+
+}  // namespace predrop::capture

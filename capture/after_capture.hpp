@@ -1,0 +1,63 @@
+// The "after" of a committed shape change, off every client's path: a bounded queue of after
+// requests run a few at a time (capture connections go to holds first), and a bounded list of
+// afters still waiting for statistics, checked with one pg_stat_user_tables query per database
+// and period; once ANALYZE (or autovacuum) has run, the profile is captured again (post_analyze).
+// Runs on the capture service's event-loop thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <string>
+
+#include "capture/capture.hpp"
+#include "capture/capture_counters.hpp"
+#include "capture/conn_pool.hpp"
+#include "capture/ledger_writer.hpp"
+#include "capture/snapshot_pipeline.hpp"
+
+namespace predrop::capture {
+
+class AfterCapture {
+ public:
+  AfterCapture(boost::asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline, ConnPool& capture_pool,
+               LedgerWriter& ledger, CaptureCounters& counters);
+  void submit(SnapshotRequest request);
+  void shutdown();
+
+ private:
+  struct Waiting {
+    StatementContext ctx;
+    std::string after_id;
+    uint32_t oid = 0;
+    std::string schema, table;
+    std::chrono::steady_clock::time_point expires;
+  };
+  void pump();
+  void done(const SnapshotRequest& req, const SnapshotResult& result);
+  void analyze(const std::string& database, const std::vector<TableResult>& tables);
+  void arm_poll();
+  void poll();
+  void poll_database(const std::string& database, std::vector<Waiting> waiting);
+  void publish();
+
+  boost::asio::io_context& io_;
+  const CaptureConfig& cfg_;
+  SnapshotPipeline& pipeline_;
+  ConnPool& capture_pool_;
+  LedgerWriter& ledger_;
+  CaptureCounters& counters_;
+  std::deque<SnapshotRequest> queue_;
+  int running_ = 0;
+  // By (database, oid): one after per table waits, the newest.
+  std::map<std::pair<std::string, uint32_t>, Waiting> waiting_;
+  std::deque<std::pair<std::string, uint32_t>> waiting_order_;   // oldest first, may hold stale keys
+  boost::asio::steady_timer poll_timer_;
+  bool poll_armed_ = false;
+  int polls_running_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace predrop::capture
