@@ -139,6 +139,8 @@ unix_socket_directories = '$dir'
 # Room for two tests of hundreds of sessions side by side (ctest -j2), plus backends still exiting.
 max_connections = 1000
 shared_buffers = 256MB
+# Two-phase commit through predrop is tested (PREPARE TRANSACTION, COMMIT PREPARED elsewhere).
+max_prepared_transactions = 20
 fsync = off
 synchronous_commit = off
 full_page_writes = off
