@@ -407,11 +407,15 @@ void Decoder::track_shape(const parser::Statement& st, const OwedReply& entry) {
   std::vector<const parser::Target*> alters;
   for (const auto& t : st.targets) {
     if (t.kind == DK::alter_table) alters.push_back(&t);
-    if (t.kind == DK::drop_table && entry.held)
+    if (t.kind == DK::drop_table && entry.held && txn_dropped_.size() < kMaxTransactionChanges)
       if (const HeldTable* h = find_held(*entry.held, t.relation)) txn_dropped_.push_back(*h);
   }
   size_t j = 0;
   for (const auto& c : st.changes) {
+    if (txn_changes_.size() >= kMaxTransactionChanges) {
+      ++stats_.shape_changes_dropped;
+      continue;
+    }
     CompletedChange done{c, search_path_.current(), entry.facts, 0, {}};
     if (c.kind == parser::ShapeChange::Kind::alter) {
       const parser::Target* target = j < alters.size() ? alters[j] : nullptr;

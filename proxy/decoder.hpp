@@ -186,6 +186,7 @@ struct ShapeOutcomes {
 struct DecoderStats {
   uint64_t frontend_messages = 0, backend_messages = 0;
   uint64_t malformed = 0, desync = 0, uninspected = 0;
+  uint64_t shape_changes_dropped = 0;   // past kMaxTransactionChanges in one transaction: no after
 };
 
 // How one statement the server ran moves the search_path and the transaction block state
@@ -227,6 +228,8 @@ class Decoder {
   // The server keys statements and portals on the first NAMEDATALEN-1 bytes of their names.
   static std::string name_key(std::string_view name);
 
+  // Shape changes followed per transaction at most (a transaction creating more gets afters for these).
+  static constexpr size_t kMaxTransactionChanges = 10000;
   // Follow shape changes and the transactions they are in (the after capture). Off by default:
   // the prefilter then passes fewer texts.
   void track_shape_changes(bool on) { track_shape_ = on; }

@@ -4,7 +4,8 @@
 // many bytes. Invariants, trapped: a frame never claims more bytes than it was given, a judged
 // message is handed over whole (or its judged prefix exactly), the owed queue holds no more than
 // what the client sent (plus the two entries each refusal adds), the stats add up, and feeding
-// every chunk byte by byte gives the same events as feeding it whole.
+// every chunk byte by byte gives the same events as feeding it whole — the shape changes that
+// committed (followed with shape tracking on, as the after capture runs it) included.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -37,6 +38,16 @@ struct Run {
   Pipe front, back;
   uint64_t refusals = 0;
   std::string trace;   // one line per message: what the decoder made of it
+
+  // What committed, was prepared or finished preparing, in the trace: the same whatever the reads.
+  void take_outcomes() {
+    ShapeOutcomes o = d.take_shape_outcomes();
+    check(!o.empty() && !d.has_shape_outcomes());
+    for (const auto& c : o.committed)
+      trace += " +" + c.change.relation.schema + "." + c.change.relation.name + "#" + std::to_string(c.oid);
+    for (const auto& [gid, changes] : o.prepared) trace += " p" + gid + ":" + std::to_string(changes.size());
+    for (const auto& [gid, committed] : o.finished_prepared) trace += (committed ? " cp" : " rp") + gid;
+  }
 
   void feed(bool backend, std::string_view bytes, bool refuse) {
     Pipe& p = backend ? back : front;
@@ -97,10 +108,18 @@ struct Run {
             d.replace_last_with_refusal();
             ++refusals;
             trace += "R";
+          } else if (ev.kind == FrontendEvent::Kind::statement && ev.facts->destroys()) {
+            // As if its hold snapshotted every target: the afters of its changes follow those OIDs.
+            std::vector<HeldTable> held;
+            uint32_t oid = 16384;
+            for (const auto& st : ev.facts->statements)
+              for (const auto& t : st.targets) held.push_back({t.relation.schema, t.relation.name, oid++, "id"});
+            d.note_held(std::move(held));
           }
         }
         p.scan += f.need;
         p.pass_remaining = f.total - f.need;
+        if (d.has_shape_outcomes()) take_outcomes();
       }
       check(d.owed().size() <= front.messages + 2 * refusals);
       check(d.owed().capacity_in_use() >= d.owed().size());
@@ -124,6 +143,7 @@ struct Outcome {
 Outcome run_once(const uint8_t* data, size_t size, bool bytewise) {
   static predrop::parser::Classifier classifier(256);
   Decoder d(classifier, {"$user", "public"});
+  d.track_shape_changes(true);
   // Small limits, so that streaming past them is reached with small inputs.
   Run run{d, FrameLimits{.max_message_bytes = 1u << 16, .max_inspect_bytes = 96}, {}, {}, 0, {}};
   size_t i = 0;
