@@ -286,10 +286,12 @@ class Hold:
         return self.q("SELECT schema_name, object_name, objid::bigint, object_type, dropped_at, txid "
                       "FROM truth.drops WHERE " + where + " ORDER BY dropped_at", params)
 
-    def snapshots(self, where="TRUE", params=None):
-        """Rows of predrop.schema_snapshots for this test's database, as dicts."""
-        return self._dicts("SELECT * FROM predrop.schema_snapshots WHERE database_name = %s AND (" + where + ")"
-                           " ORDER BY captured_at", (self.db,) + tuple(params or ()))
+    def snapshots(self, where="TRUE", params=None, afters=False):
+        """Rows of predrop.schema_snapshots for this test's database, as dicts: the befores (what the
+        holds wrote), and with afters=True the afters of committed shape changes too."""
+        kept = "TRUE" if afters else "left(reason, 5) <> 'post_'"
+        return self._dicts("SELECT * FROM predrop.schema_snapshots WHERE database_name = %s AND " + kept +
+                           " AND (" + where + ") ORDER BY captured_at", (self.db,) + tuple(params or ()))
 
     def events(self, where="TRUE", params=None):
         return self._dicts("SELECT * FROM predrop.drop_events WHERE (database_name = %s OR database_name IS NULL)"
