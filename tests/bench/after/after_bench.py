@@ -25,6 +25,7 @@ import os
 import random
 import re
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -163,6 +164,9 @@ class Bench:
     def cleanup(self):
         for i in self.instances:
             i.p.stop()
+        # Inside `make bench` the work dir goes with the bench's; alone, the logs go unless kept.
+        if not os.environ.get("BENCH_WORK") and os.environ.get("AFTER_BENCH_KEEP") != "1":
+            shutil.rmtree(self.work, ignore_errors=True)
         for d in (self.db, self.stats_db, self.store_db):
             try:
                 exec_sql("postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % d)

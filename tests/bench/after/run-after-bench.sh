@@ -9,7 +9,8 @@
 #
 # Tunables: AFTER_BENCH_SECONDS (8), AFTER_BENCH_CLIENTS (8), AFTER_BENCH_REPS (3),
 # AFTER_BENCH_SAMPLES (200), AFTER_BENCH_SPACING_MS (30), AFTER_BENCH_WAITING (1000),
-# AFTER_BENCH_POLL_MS (500), AFTER_BENCH_WATCH_S (10), AFTER_BENCH_SKIP (words of: churn latency stats).
+# AFTER_BENCH_POLL_MS (500), AFTER_BENCH_WATCH_S (10), AFTER_BENCH_SKIP (words of: churn latency stats),
+# AFTER_BENCH_KEEP=1 (alone: keep the predrop logs).
 # Writes $BENCH_WORK/after-results.tsv (section, metric, value) when BENCH_WORK is set.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
