@@ -3,10 +3,11 @@
 
 1. churn: pgbench, AFTER_BENCH_CLIENTS clients, each transaction three autocommit statements on a table
    of its own (CREATE TABLE, INSERT 20 rows, DROP), for AFTER_BENCH_SECONDS per run, AFTER_BENCH_REPS
-   runs per target in rotated order: predrop with capture.after on, predrop with capture.after off
-   (both hold the DROP for its before), direct and PgBouncer. The after runs off the client's path, so
-   the on/off throughput ratio is what it costs the client. Between runs the bench waits until the
-   after-on instance's queue is empty, so no run inherits another's afters.
+   runs per target, on and off side by side in each: predrop with capture.after on, predrop with
+   capture.after off (both hold the DROP for its before), direct and PgBouncer. The after runs off the
+   client's path, so the on/off throughput ratio is what it costs the client; predrop's CPU per
+   transaction (/proc) says what it costs the host. Between runs the bench waits until the after-on
+   instance's queue is empty, so no run inherits another's afters.
 2. commit to after: AFTER_BENCH_SAMPLES single CREATE TABLE statements through predrop, spaced out,
    then the same number back to back (burst); for each, the client's monotonic time from the
    statement's completion (ReadyForQuery) to the arrival of its post_create NOTIFY predrop_snapshots
@@ -44,7 +45,7 @@ from predrop_harness import Predrop  # noqa: E402
 
 SECONDS = int(os.environ.get("AFTER_BENCH_SECONDS", "8"))
 CLIENTS = int(os.environ.get("AFTER_BENCH_CLIENTS", "8"))
-REPS = int(os.environ.get("AFTER_BENCH_REPS", "3"))
+REPS = int(os.environ.get("AFTER_BENCH_REPS", "5"))
 SAMPLES = int(os.environ.get("AFTER_BENCH_SAMPLES", "200"))
 SPACING_MS = float(os.environ.get("AFTER_BENCH_SPACING_MS", "30"))
 WAITING = int(os.environ.get("AFTER_BENCH_WAITING", "1000"))
@@ -208,7 +209,8 @@ def churn(b, on, off):
           "(three autocommit statements, a table of its own each time), %d runs per target:" % (CLIENTS, SECONDS, REPS))
     runs = {}
     for rep in range(REPS):
-        order = targets[rep % len(targets):] + targets[:rep % len(targets)]
+        # On and off side by side in every repetition (the host's speed drifts), each first in turn.
+        order = targets if rep % 2 == 0 else targets[::-1]
         for name, port, inst in order:
             before = on.metrics()
             pid = inst.p.pid if inst else None
@@ -249,6 +251,13 @@ def churn(b, on, off):
         " ".join("%.3f" % x for x in paired)))
     record("churn", "tps_on_over_off", "%.3f" % (med("after_on", "tps") / med("after_off", "tps")))
     record("churn", "tps_on_over_off_median_of_runs", "%.3f" % statistics.median(paired))
+    cpu = {n: statistics.median([r["cpu_us"] for r in runs[n] if "cpu_us" in r]) for n in ("after_on", "after_off")
+           if any("cpu_us" in r for r in runs[n])}
+    if len(cpu) == 2:
+        print("  predrop CPU per transaction: after-on %.0f us, after-off %.0f us (x%.2f; medians of runs)" % (
+            cpu["after_on"], cpu["after_off"], cpu["after_on"] / cpu["after_off"]))
+        record("churn", "after_on_predrop_cpu_us_per_tx", "%.0f" % cpu["after_on"])
+        record("churn", "after_off_predrop_cpu_us_per_tx", "%.0f" % cpu["after_off"])
     for ref in ("direct", "pgbouncer"):
         if runs.get(ref):
             print("  after-on / %s %.3f, after-off / %s %.3f" % (ref, med("after_on", "tps") / med(ref, "tps"), ref,

@@ -7,7 +7,7 @@
 #                          or alone: without PGHOST it starts a throwaway cluster, without PGB_PORT a
 #                          PgBouncer, and stops them at the end (PREDROP_BIN defaults to build/cli/predrop)
 #
-# Tunables: AFTER_BENCH_SECONDS (8), AFTER_BENCH_CLIENTS (8), AFTER_BENCH_REPS (3),
+# Tunables: AFTER_BENCH_SECONDS (8), AFTER_BENCH_CLIENTS (8), AFTER_BENCH_REPS (5),
 # AFTER_BENCH_SAMPLES (200), AFTER_BENCH_SPACING_MS (30), AFTER_BENCH_WAITING (1000),
 # AFTER_BENCH_POLL_MS (500), AFTER_BENCH_WATCH_S (10), AFTER_BENCH_SKIP (words of: churn latency stats),
 # AFTER_BENCH_KEEP=1 (alone: keep the predrop logs).
