@@ -12,7 +12,7 @@ ran it, so a rolled-back or never-committed change leaves no row.
     h.diff("public.t")                   # predrop diff SCHEMA.TABLE --format json, parsed
 
 AFTER_TEST_CAPTURE_AFTER=false starts predrop with capture.after: false, so every check of an after
-must fail: that is how each test shows it can fail (README of tests/after in CMakeLists.txt).
+must fail: that is how each test shows it can fail.
 """
 import collections
 import json

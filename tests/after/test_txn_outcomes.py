@@ -6,6 +6,8 @@ test_pipeline_commit_error.py) and in psycopg2 multi-statement strings (simple p
 blocks, a COMMIT in the middle). Compared with truth.ddl, the event trigger's record of what
 committed; a change wrongly taken for committed would find its table (the rolled-back ones are of
 tables that exist) or leave a ledger row, so both are checked."""
+import time
+
 import afterlib
 from libpq_pipeline import pipeline
 
@@ -87,7 +89,13 @@ def test(h):
                     ["COMMAND_OK", "COMMAND_OK", "COMMAND_OK", "TUPLES_OK"]],
             "libpq pipeline: the failures where expected", res)
 
-    committed = {"sp_keep", "sp_base", "sp_after", "m_c", "pl_ok", "pl_base", "pl_d"}
+    # A last committed change, after everything else was requested: once its after is in, a stray
+    # after of what did not commit would have had its time to arrive too.
+    r = h.psql("CREATE TABLE zz_last (a int)")
+    h.check(r.rc == 0, "psql: CREATE TABLE zz_last", r)
+    h.wait_after("table_name = 'zz_last'")
+    time.sleep(0.5)
+    committed = {"sp_keep", "sp_base", "sp_after", "m_c", "pl_ok", "pl_base", "pl_d", "zz_last"}
     truth_names = {r[0] for r in h.q("SELECT DISTINCT objid::regclass::text FROM truth.ddl")}
     h.check(truth_names == committed, "truth: exactly the expected changes committed", sorted(truth_names))
     h.check_afters_match_truth("rollbacks, savepoints, failed batches")
