@@ -5,8 +5,8 @@
    of its own (CREATE TABLE, INSERT 20 rows, DROP), for AFTER_BENCH_SECONDS per run, AFTER_BENCH_REPS
    runs per target, on and off side by side in each: predrop with capture.after on, predrop with
    capture.after off (both hold the DROP for its before), direct and PgBouncer. The after runs off the
-   client's path, so the on/off throughput ratio is what it costs the client; predrop's CPU per
-   transaction (/proc) says what it costs the host. Between runs the bench waits until the after-on
+   client's path, so the on/off throughput ratio is what it costs the client; predrop's and the
+   cluster's CPU per transaction (/proc) say what it costs the host. Between runs the bench waits until the after-on
    instance's queue is empty, so no run inherits another's afters.
 2. commit to after: AFTER_BENCH_SAMPLES single CREATE TABLE statements through predrop, spaced out,
    then the same number back to back (burst); for each, the client's monotonic time from the
@@ -98,6 +98,39 @@ def cpu_ticks(pid):
             fields = f.read().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12])
     except (OSError, IndexError, ValueError):
+        return None
+
+
+def server_ticks(postmaster):
+    """CPU ticks of the whole cluster so far: the postmaster, its live children (backends, predrop's
+    pooled connections) and the children it reaped (pgbench's connections, once closed)."""
+    if postmaster is None:
+        return None
+    try:
+        with open("/proc/%d/stat" % postmaster) as f:
+            pm = f.read().rsplit(")", 1)[1].split()
+        total = sum(int(x) for x in pm[11:15])
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(st[1]) == postmaster:
+                total += int(st[11]) + int(st[12])
+        return total
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def postmaster_pid():
+    try:
+        data = exec_sql("postgres", "SHOW data_directory")[0][0]
+        with open(os.path.join(data, "postmaster.pid")) as f:
+            return int(f.readline())
+    except (OSError, ValueError, psycopg2.Error):
         return None
 
 
@@ -208,6 +241,7 @@ def churn(b, on, off):
     print("churn: pgbench -c %d -j 2 -T %d -M simple, a transaction = CREATE TABLE + INSERT 20 rows + DROP "
           "(three autocommit statements, a table of its own each time), %d runs per target:" % (CLIENTS, SECONDS, REPS))
     runs = {}
+    pm = postmaster_pid()
     for rep in range(REPS):
         # On and off side by side in every repetition (the host's speed drifts), each first in turn.
         order = targets if rep % 2 == 0 else targets[::-1]
@@ -215,13 +249,20 @@ def churn(b, on, off):
             before = on.metrics()
             pid = inst.p.pid if inst else None
             c0 = cpu_ticks(pid) if pid else None
+            s0 = server_ticks(pm)
             r = pgbench_churn(b.db, port, script)
             c1 = cpu_ticks(pid) if pid else None
+            drained = on.wait_drained()
+            time.sleep(0.2)   # the last afters' connections go idle
+            s1 = server_ticks(pm)
+            server = "-"
+            if s0 is not None and s1 is not None and r["tx"]:
+                r["server_us"] = (s1 - s0) * 1e6 / CLK_TCK / r["tx"]
+                server = "%.0f" % r["server_us"]
             cpu = "-"
             if c0 is not None and c1 is not None and r["tx"]:
                 r["cpu_us"] = (c1 - c0) * 1e6 / CLK_TCK / r["tx"]
                 cpu = "%.0f" % r["cpu_us"]
-            drained = on.wait_drained()
             after = on.metrics()
             extra = ""
             if name == "after_on":
@@ -233,8 +274,8 @@ def churn(b, on, off):
                     req, wr, lost, drained if drained is not None else float("nan"))
             runs.setdefault(name, []).append(r)
             per = " ".join("%s %.2f" % (k, r["per"][k]) for k in ("CREATE", "INSERT", "DROP") if k in r["per"])
-            print("  rep %d %-10s tps %7.1f  latency %6.2f ms  (%s ms)  predrop CPU/tx %s us  failed %s%s%s" % (
-                rep + 1, name, r["tps"], r["lat"], per, cpu, r["failed"],
+            print("  rep %d %-10s tps %7.1f  latency %6.2f ms  (%s ms)  CPU/tx predrop %s us server %s us  failed %s%s%s" % (
+                rep + 1, name, r["tps"], r["lat"], per, cpu, server, r["failed"],
                 "" if r["rc"] == 0 else "  (pgbench exit %d: %s)" % (r["rc"], r["out"].strip().splitlines()[-1:]), extra))
     med = lambda name, key: statistics.median([r[key] for r in runs[name]]) if runs.get(name) else float("nan")
     for name in runs:
@@ -258,6 +299,13 @@ def churn(b, on, off):
             cpu["after_on"], cpu["after_off"], cpu["after_on"] / cpu["after_off"]))
         record("churn", "after_on_predrop_cpu_us_per_tx", "%.0f" % cpu["after_on"])
         record("churn", "after_off_predrop_cpu_us_per_tx", "%.0f" % cpu["after_off"])
+    srv = {n: statistics.median([r["server_us"] for r in runs[n] if "server_us" in r]) for n in runs
+           if any("server_us" in r for r in runs[n])}
+    if srv:
+        print("  PostgreSQL CPU per transaction (whole cluster, medians of runs): " +
+              ", ".join("%s %.0f us" % (n, v) for n, v in srv.items()))
+        for n, v in srv.items():
+            record("churn", n + "_server_cpu_us_per_tx", "%.0f" % v)
     for ref in ("direct", "pgbouncer"):
         if runs.get(ref):
             print("  after-on / %s %.3f, after-off / %s %.3f" % (ref, med("after_on", "tps") / med(ref, "tps"), ref,
