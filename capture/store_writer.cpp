@@ -61,21 +61,51 @@ WITH i AS (
        ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
   END AS pair_of
     FROM i WHERE i.pre_outcome = 'capture' AND left($23, 5) = 'post_'
+), sup AS (
+  -- A recreate whose after ran late (afters yield to holds): if the table it names was dropped
+  -- again meanwhile through predrop, what the catalog shows now is a later table. The later DROP's
+  -- before (the first of that name since the pair's before, of another OID) holds the shape this
+  -- after is about: it is used instead, and extra says so.
+  SELECT p.ord, b.*
+    FROM p JOIN i ON i.ord = p.ord
+           JOIN @STORE@ pb ON pb.id = p.pair_of
+   CROSS JOIN LATERAL (
+     SELECT s.id, s.table_oid, s.column_count, s.row_count_estimate, s.schema_hash, s.columns_profile,
+            s.stats_available, s.resource_identity, s.version, s.parser_version, s.normalization_version,
+            s.layout_profile, s.header_quality, s.is_truncated
+       FROM @STORE@ s
+      WHERE s.database_name = $22 AND s.schema_name = i.schema_name AND s.table_name = i.table_name
+        AND s.reason = 'pre_drop' AND s.captured_at > pb.captured_at
+        AND s.table_oid IS DISTINCT FROM pb.table_oid
+      ORDER BY s.captured_at LIMIT 1) b
+   WHERE $23 = 'post_create'
 ), w AS (
   INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
                        row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
                        normalization_version, layout_profile, header_quality, is_truncated, database_name,
                        table_oid, statement_kind, statement, session_user_name, application_name, client_addr,
                        capture_ms, pair_of)
-  SELECT i.sid, i.schema_name, i.table_name, i.resource_identity, i.version, $23, $24, i.column_count,
-         i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available,
-         CASE WHEN $23 = 'post_analyze' THEN coalesce(i.extra::jsonb, '{}') || jsonb_build_object('profile_of', $32::uuid)
+  SELECT i.sid, i.schema_name, i.table_name,
+         CASE WHEN sup.id IS NULL THEN i.resource_identity ELSE sup.resource_identity END,
+         CASE WHEN sup.id IS NULL THEN i.version ELSE sup.version END, $23, $24,
+         CASE WHEN sup.id IS NULL THEN i.column_count ELSE sup.column_count END,
+         CASE WHEN sup.id IS NULL THEN i.row_count_estimate ELSE sup.row_count_estimate END,
+         CASE WHEN sup.id IS NULL THEN i.schema_hash ELSE sup.schema_hash END,
+         CASE WHEN sup.id IS NULL THEN i.columns_profile::jsonb ELSE sup.columns_profile END,
+         CASE WHEN sup.id IS NULL THEN i.stats_available ELSE sup.stats_available END,
+         CASE WHEN sup.id IS NOT NULL THEN jsonb_build_object('shape_from', sup.id)
+              WHEN $23 = 'post_analyze' THEN coalesce(i.extra::jsonb, '{}') || jsonb_build_object('profile_of', $32::uuid)
               ELSE i.extra::jsonb END,
-         i.parser_version, i.normalization_version, i.layout_profile, i.header_quality, i.is_truncated, $22,
-         i.table_oid, $25, $26, $27, $28, $29, $30::float8, p.pair_of
-    FROM i LEFT JOIN p ON p.ord = i.ord
+         CASE WHEN sup.id IS NULL THEN i.parser_version ELSE sup.parser_version END,
+         CASE WHEN sup.id IS NULL THEN i.normalization_version ELSE sup.normalization_version END,
+         CASE WHEN sup.id IS NULL THEN i.layout_profile ELSE sup.layout_profile END,
+         CASE WHEN sup.id IS NULL THEN i.header_quality ELSE sup.header_quality END,
+         CASE WHEN sup.id IS NULL THEN i.is_truncated ELSE sup.is_truncated END, $22,
+         CASE WHEN sup.id IS NULL THEN i.table_oid ELSE sup.table_oid END, $25, $26, $27, $28, $29, $30::float8,
+         p.pair_of
+    FROM i LEFT JOIN p ON p.ord = i.ord LEFT JOIN sup ON sup.ord = i.ord
    WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
-  RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at
+  RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at, table_oid
 ), n AS (
   -- Delivered when the write commits; the payload's fields are a stable format (README).
   SELECT pg_notify('predrop_snapshots',
@@ -97,7 +127,8 @@ WITH i AS (
    WHERE left($23, 5) <> 'post_' OR (w.id IS NULL AND i.pre_outcome NOT IN ('capture', 'table_missing'))
   RETURNING id
 )
-SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n), w.pair_of::text
+SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n), w.pair_of::text,
+       w.table_oid IS DISTINCT FROM i.table_oid
   FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
  ORDER BY i.ord
 )SQL";

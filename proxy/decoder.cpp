@@ -445,9 +445,8 @@ void Decoder::track_shape(const parser::Statement& st, const OwedReply& entry) {
         change_marks_.resize(static_cast<size_t>(i) + 1);
       }
       break;
-    // The CommandComplete being applied carried the tag: COMMIT of a failed transaction says ROLLBACK.
-    case T::commit: end_shape_transaction(txn_tag_commit_); break;
-    case T::rollback: end_shape_transaction(false); break;
+    // COMMIT and ROLLBACK are read from their tags (on_backend 'C'): a bare COMMIT never passes the
+    // prefilter, and the COMMIT of a failed transaction says ROLLBACK.
     case T::prepare:
       if (!txn_changes_.empty()) shape_outcomes_.prepared.emplace_back(st.savepoint, std::move(txn_changes_));
       txn_changes_.clear();
@@ -630,12 +629,19 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
         return ev;
       }
       OwedReply& e = owed_.front();
-      if (e.kind == K::execute) {
-        e.completed = 0;
+      if (e.kind == K::execute || e.kind == K::query) {
+        if (e.kind == K::execute) e.completed = 0;
+        const size_t k = e.completed;
         apply_completed(e);
-        owed_.pop_front();
-      } else if (e.kind == K::query) {
-        apply_completed(e);
+        if (track_shape_) {
+          // What a COMMIT commits is committed now, whatever fails after it before ReadyForQuery (a
+          // pipeline segment goes on to its Sync). ROLLBACK TO says ROLLBACK too: its facts tell.
+          const bool rollback_to = e.facts && k < e.facts->statements.size() &&
+                                   e.facts->statements[k].txn == parser::TxnControl::rollback_to;
+          if (tag == "COMMIT") end_shape_transaction(true);
+          else if (tag == "ROLLBACK" && !rollback_to) end_shape_transaction(false);
+        }
+        if (e.kind == K::execute) owed_.pop_front();
       } else {
         ++stats_.desync;
         ev.desync = true;
