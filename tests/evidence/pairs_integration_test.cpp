@@ -18,39 +18,17 @@
 #include <sstream>
 
 #include "capture/snapshot.hpp"
+#include "cli_runner.hpp"
 #include "pg_test_util.hpp"
 
 using namespace predrop::capture::testing;
 using nlohmann::json;
+using predrop::evidence_test::json_of;
+using predrop::evidence_test::q;
+using predrop::evidence_test::Run;
+using predrop::evidence_test::run_predrop;
 
 namespace {
-
-struct Run {
-  int rc = -1;
-  std::string out;
-};
-
-Run run_predrop(const std::string& args) {
-  const char* bin = std::getenv("PREDROP_BIN");
-  std::string cmd = std::string(bin ? bin : "predrop") + " " + args + " 2>/dev/null";
-  Run r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-json json_of(const Run& r) {
-  auto j = json::parse(r.out, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << r.out;
-  return j;
-}
 
 struct Col {
   std::string name;
