@@ -177,14 +177,5 @@ class After(holdlib.Hold):
 
 
 def main(fn, name, **kw):
-    h = After(name, **kw)
     print("# capture.after: %s" % ("true" if capture_after_enabled() else "false"))
-    try:
-        fn(h)
-    except SystemExit:
-        raise
-    except BaseException as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        h.fail("%s: %s: %s" % (name, type(e).__name__, e))
-    h.finish()
+    holdlib.main(fn, name, cls=After, **kw)

@@ -409,9 +409,9 @@ class Hold:
         sys.exit(0)
 
 
-def main(fn, name, **kw):
-    """Run fn(h) with a Hold; any exception is a failure; always clean up."""
-    h = Hold(name, **kw)
+def main(fn, name, cls=None, **kw):
+    """Run fn(h) with a Hold (or cls, a Hold of another kind); any exception is a failure; always clean up."""
+    h = (cls or Hold)(name, **kw)
     try:
         fn(h)
     except SystemExit:
