@@ -40,6 +40,40 @@ void AfterCapture::submit(SnapshotRequest request) {
   pump();
 }
 
+void AfterCapture::absorb(const SnapshotRequest& hold, const SnapshotResult& result) {
+  if (stopped_ || queue_.empty()) return;
+  for (const auto& t : result.tables) {
+    if (t.snapshot_id.empty() || (t.outcome != SnapshotOutcome::written && t.outcome != SnapshotOutcome::deduplicated))
+      continue;
+    for (auto r = queue_.begin(); r != queue_.end();) {
+      if (r->ctx.database != hold.ctx.database || r->reason == "post_analyze") {
+        ++r;
+        continue;
+      }
+      auto& targets = r->targets;
+      for (auto it = targets.begin(); it != targets.end();) {
+        const bool same = it->kind == "by_oid"
+                              ? it->oid == t.oid
+                              : hold.session != 0 && r->session == hold.session && it->name == t.table &&
+                                    (it->schema.empty() || it->schema == t.schema);
+        if (!same) {
+          ++it;
+          continue;
+        }
+        ++counters_.afters_absorbed;
+        ++counters_.afters_written;
+        ledger_.exec([before = t.snapshot_id, reason = r->reason, hint = it->pair_hint, ctx = r->ctx,
+                      this](const StoreSql& sql) {
+          return BatchQuery{nullptr, sql.copy_after, copy_after_params(before, reason, hint, ctx, cfg_)};
+        }, "after copied from a before");
+        it = targets.erase(it);
+      }
+      r = targets.empty() ? queue_.erase(r) : std::next(r);
+    }
+  }
+  publish();
+}
+
 // Half the capture pool at most, so that holds always find a connection soon.
 void AfterCapture::pump() {
   const int limit = cfg_.after_concurrency > 0 ? cfg_.after_concurrency : std::max(1, cfg_.pool_size / 2);

@@ -25,6 +25,10 @@ class AfterCapture {
   AfterCapture(boost::asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline, ConnPool& capture_pool,
                LedgerWriter& ledger, CaptureCounters& counters);
   void submit(SnapshotRequest request);
+  // A hold's snapshot was written: an after still waiting for the same table (by OID, or the same
+  // session's by name) would read the very shape that before holds, or, if the hold's statement
+  // drops it, nothing at all. It is written as a copy of that before instead, with no catalog read.
+  void absorb(const SnapshotRequest& hold, const SnapshotResult& result);
   void shutdown();
 
  private:

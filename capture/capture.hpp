@@ -85,6 +85,9 @@ struct SnapshotRequest {
   std::string reason = "pre_drop";   // pre_drop | post_create | post_alter | post_analyze
   std::string profile_of;            // post_analyze: the after whose profile this completes
   bool background = false;           // an after: capture connections go to holds first
+  // The client session it came from (0: none). A hold's before absorbs the session's own afters of
+  // the same name still waiting to run (capture/after_capture.hpp).
+  uint64_t session = 0;
 };
 
 // One per table captured or attempted. outcome: written | table_missing | capture_error |
@@ -151,6 +154,7 @@ struct CaptureStats {
   uint64_t stats_waiting = 0;        // afters waiting for statistics now
   uint64_t stats_queries = 0;        // pg_stat_user_tables checks sent (one per database and period)
   uint64_t stats_gave_up = 0;        // afters that kept their shape alone: horizon or bound reached
+  uint64_t afters_absorbed = 0;      // afters written as a copy of a later hold's before of the same table
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;

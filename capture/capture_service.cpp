@@ -128,7 +128,13 @@ void CaptureService::snapshot(SnapshotRequest request, std::function<void(Snapsh
     done(std::move(r));
     return;
   }
-  impl_->pipeline.submit(std::move(request), std::move(done));
+  // The hold's own result lets afters still waiting for its tables be written from its before.
+  auto hold = std::make_shared<SnapshotRequest>(request);
+  hold->targets.clear();
+  impl_->pipeline.submit(std::move(request), [impl = impl_.get(), hold, done = std::move(done)](SnapshotResult r) {
+    impl->afters.absorb(*hold, r);
+    done(std::move(r));
+  });
 }
 
 void CaptureService::capture_after(SnapshotRequest request) {
@@ -214,6 +220,7 @@ CaptureStats CaptureService::stats() const {
   s.stats_waiting = c.stats_waiting;
   s.stats_queries = c.stats_queries;
   s.stats_gave_up = c.stats_gave_up;
+  s.afters_absorbed = c.afters_absorbed;
   return s;
 }
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -214,6 +216,14 @@ void SnapshotPipeline::build_rows(const JobPtr& job, std::optional<SnapshotOutco
 
 void SnapshotPipeline::write(const JobPtr& job) {
   build_rows(job, std::nullopt, "");
+  // An after whose tables are all gone writes nothing (its ledger rows would be left out too).
+  if (job->req.reason.rfind("post_", 0) == 0 &&
+      std::none_of(job->rows.begin(), job->rows.end(), [](const WriteRow& w) { return w.captured != nullptr; })) {
+    SnapshotResult res;
+    for (const auto& row : job->rows)
+      res.tables.push_back({row.schema, row.table, 0, SnapshotOutcome::table_missing, "", row.event_id, "", false, {}});
+    return finish(job, std::move(res));
+  }
   acquire(job, store_pool_, "", [this, job] {
     const StoreSql& sql = sql_for_(*job->conn);
     ++counters_.store;

@@ -133,6 +133,58 @@ SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT co
  ORDER BY i.ord
 )SQL";
 
+// An after absorbed by a later hold of the same table (capture/after_capture.cpp): the hold's before
+// ($1) is the table's shape at that moment, which is what the after would have read. Copied as the
+// after, paired as the write pairs ($3 the proxy's pair, else by OID or name, never with itself),
+// and announced like every snapshot.
+constexpr const char* kCopyAfterSql = R"SQL(
+WITH src AS (
+  SELECT * FROM @STORE@ WHERE id = $1::uuid
+), p AS (
+  SELECT CASE
+    WHEN $3::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM @STORE@ h WHERE h.id = $3::uuid) THEN $3::uuid
+    WHEN $2 = 'post_alter' THEN (
+      SELECT b.id FROM @STORE@ b
+       WHERE b.database_name = src.database_name AND b.table_oid = src.table_oid AND left(b.reason, 5) <> 'post_'
+         AND b.id <> src.id AND b.captured_at < src.captured_at
+         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+                                        WHERE a.database_name = src.database_name AND a.table_oid = src.table_oid
+                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
+    ELSE (
+      SELECT b.id FROM @STORE@ b
+       WHERE b.database_name = src.database_name AND b.schema_name = src.schema_name AND b.table_name = src.table_name
+         AND left(b.reason, 5) <> 'post_' AND b.table_oid IS DISTINCT FROM src.table_oid
+         AND b.captured_at < src.captured_at
+         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+                                        WHERE a.database_name = src.database_name AND a.schema_name = src.schema_name
+                                          AND a.table_name = src.table_name
+                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
+  END AS pair_of FROM src
+), w AS (
+  INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
+                       row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
+                       normalization_version, layout_profile, header_quality, is_truncated, database_name,
+                       table_oid, statement_kind, statement, session_user_name, application_name, client_addr,
+                       capture_ms, pair_of)
+  SELECT $4::uuid, src.schema_name, src.table_name, src.resource_identity, src.version, $2, $5, src.column_count,
+         src.row_count_estimate, src.schema_hash, src.columns_profile, src.stats_available,
+         jsonb_build_object('shape_from', src.id), src.parser_version, src.normalization_version,
+         src.layout_profile, src.header_quality, src.is_truncated, src.database_name, src.table_oid, $6, $7, $8, $9,
+         $10, 0, p.pair_of
+    FROM src, p
+  RETURNING id, database_name, schema_name, table_name, schema_hash, pair_of, captured_at
+), n AS (
+  SELECT pg_notify('predrop_snapshots',
+                   json_build_object('id', w.id, 'database', w.database_name, 'schema', w.schema_name,
+                                     'table', w.table_name, 'reason', $2::text, 'schema_hash', w.schema_hash,
+                                     'pair_of', w.pair_of, 'captured_at', w.captured_at)::text)
+    FROM w
+)
+SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM n)
+)SQL";
+
 constexpr const char* kEventsSql = R"SQL(
 INSERT INTO @EVENTS@ (id, outcome, error, schema_name, table_name, table_oid, snapshot_id, database_name,
                       statement_kind, statement, fingerprint, session_user_name, application_name, client_addr,
@@ -188,8 +240,8 @@ std::string ms_text(double ms) {
 }  // namespace
 
 StoreSql build_store_sql(const std::string& store, const std::string& events) {
-  StoreSql s{kWriteSql, kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql};
-  for (auto* sql : {&s.write, &s.events, &s.hold, &s.hold_events, &s.outcome}) {
+  StoreSql s{kWriteSql, kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql, kCopyAfterSql};
+  for (auto* sql : {&s.write, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after}) {
     replace_all(*sql, "@STORE@", store);
     replace_all(*sql, "@EVENTS@", events);
   }
@@ -277,6 +329,13 @@ Params events_params(const std::vector<WriteRow>& rows, const StatementContext& 
   p.push_back(hold_ms ? std::optional<std::string>(ms_text(*hold_ms)) : std::nullopt);
   p.push_back(ms_text(capture_ms));
   return p;
+}
+
+Params copy_after_params(const std::string& before_id, const std::string& reason, const std::string& pair_hint,
+                         const StatementContext& ctx, const CaptureConfig& cfg) {
+  return {before_id, clip_chars(reason, 128), opt_text(pair_hint), new_uuid(), clip_chars(cfg.actor, 128),
+          opt_text(ctx.statement_kind), opt_text(ctx.statement), opt_text(ctx.session_user),
+          opt_text(ctx.application_name), opt_text(ctx.client_addr)};
 }
 
 Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms) {

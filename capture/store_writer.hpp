@@ -20,6 +20,7 @@ struct StoreSql {
   std::string hold;      // hold_ms onto snapshot and ledger rows
   std::string hold_events;  // hold_ms onto ledger rows only: no lock on the snapshot table, which may be held
   std::string outcome;   // drop_outcome onto snapshot and ledger rows
+  std::string copy_after;   // an after absorbed by a later hold: that hold's before, copied as the after
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
 
@@ -41,6 +42,8 @@ Params write_params(const std::vector<WriteRow>& rows, const StatementContext& c
                     const std::string& reason, double capture_ms, const std::string& profile_of = {});
 Params events_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
                      const std::string& reason, std::optional<double> hold_ms, double capture_ms);
+Params copy_after_params(const std::string& before_id, const std::string& reason, const std::string& pair_hint,
+                         const StatementContext& ctx, const CaptureConfig& cfg);
 Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms);
 // outcomes[i] is "dropped" or "not_dropped" for pending[i].
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes);

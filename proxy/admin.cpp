@@ -182,6 +182,8 @@ std::string render_metrics(ProxyContext& ctx) {
         static_cast<double>(ps.afters_queued));
   counter(out, "predrop_afters_written_total", "After snapshots written (post_create, post_alter, post_analyze).",
           ps.afters_written);
+  counter(out, "predrop_afters_absorbed_total",
+          "Afters written as a copy of a later hold's before of the same table (no catalog read).", ps.afters_absorbed);
   counter(out, "predrop_afters_lost_total", "Afters refused because their queue was full; each has a ledger row.",
           ps.afters_lost);
   gauge(out, "predrop_afters_waiting_for_statistics", "Afters whose table has no statistics yet.",

@@ -127,6 +127,8 @@ void Session::capture_afters() {
       for (auto& r : parked) requests.push_back(std::move(r));
   }
   for (auto& r : requests) {
+    // The session whose later holds may absorb them by name: the one that committed them.
+    r.session = id_;
     metrics().afters_requested.fetch_add(r.targets.size(), std::memory_order_relaxed);
     ctx_.capture->capture_after(std::move(r));
   }

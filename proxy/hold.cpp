@@ -68,6 +68,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   const std::string& db = in.context.database;
   capture::SnapshotRequest& req = plan.request;
   req.ctx = in.context;
+  req.session = in.session;
   // Targets in statement order, each with the search_path in force at that point of the string.
   parser::SearchPathTracker path = in.search_path;
   // Several statements in one Query, or an Execute's segment up to its Sync, run in one implicit
@@ -315,6 +316,7 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts, 
   in.search_path = decoder_->search_path_ahead();
   in.transaction_status = decoder_->transaction_status();
   in.user = params_.get("user");
+  in.session = id_;
   in.facts = std::move(facts);
   hold_.begin(std::move(in));
 }

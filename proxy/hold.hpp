@@ -29,6 +29,7 @@ struct HoldInput {
   parser::SearchPathTracker search_path;   // as the server will have it when the statement runs
   char transaction_status = 'I';
   std::string user;
+  uint64_t session = 0;
 };
 
 // One capture target with the policy decision that covers it.

@@ -141,6 +141,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<const policy::Config> cfg_;   // the policy in force when the session started
   BufferPool& pool_;
   Transport client_;
+  uint64_t id_;   // names the session to capture: a hold absorbs only its own session's afters by name
   std::unique_ptr<Transport> upstream_;
   std::unique_ptr<asio::steady_timer> startup_timer_;   // gone once relaying: idle sessions stay small
   Pipe front_{false};

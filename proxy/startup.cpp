@@ -11,13 +11,13 @@
 namespace predrop::proxy {
 
 Session::Session(ProxyContext& ctx, tcp::socket client, BufferPool& pool)
-    : ctx_(ctx), cfg_(ctx.config()), pool_(pool), client_(std::move(client)) {
+    : ctx_(ctx), cfg_(ctx.config()), pool_(pool), client_(std::move(client)),
+      id_(metrics().client_connections_total.fetch_add(1) + 1) {
   boost::system::error_code ec;
   auto ep = client_.socket().remote_endpoint(ec);
   if (!ec) client_addr_ = ep.address().to_string();
   client_.socket().set_option(tcp::no_delay(true), ec);
   metrics().client_connections.fetch_add(1);
-  metrics().client_connections_total.fetch_add(1);
 }
 
 Session::~Session() {
