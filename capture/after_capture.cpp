@@ -20,6 +20,7 @@ AfterCapture::AfterCapture(asio::io_context& io, const CaptureConfig& cfg, Snaps
       capture_pool_(capture_pool),
       ledger_(ledger),
       counters_(counters),
+      delay_timer_(io),
       poll_timer_(io) {}
 
 void AfterCapture::submit(SnapshotRequest request) {
@@ -35,7 +36,7 @@ void AfterCapture::submit(SnapshotRequest request) {
     return;
   }
   request.background = true;
-  queue_.push_back(std::move(request));
+  queue_.push_back({std::move(request), Clock::now() + cfg_.after_delay});
   publish();
   pump();
 }
@@ -45,9 +46,10 @@ void AfterCapture::absorb(const SnapshotRequest& hold, const SnapshotResult& res
   for (const auto& t : result.tables) {
     if (t.snapshot_id.empty() || (t.outcome != SnapshotOutcome::written && t.outcome != SnapshotOutcome::deduplicated))
       continue;
-    for (auto r = queue_.begin(); r != queue_.end();) {
+    for (auto q = queue_.begin(); q != queue_.end();) {
+      SnapshotRequest* r = &q->request;
       if (r->ctx.database != hold.ctx.database || r->reason == "post_analyze") {
-        ++r;
+        ++q;
         continue;
       }
       auto& targets = r->targets;
@@ -64,24 +66,28 @@ void AfterCapture::absorb(const SnapshotRequest& hold, const SnapshotResult& res
         ++counters_.afters_written;
         ledger_.exec([before = t.snapshot_id, reason = r->reason, hint = it->pair_hint, ctx = r->ctx,
                       this](const StoreSql& sql) {
-          return BatchQuery{nullptr, sql.copy_after, copy_after_params(before, reason, hint, ctx, cfg_)};
+          // Prepared once per store connection, as the write is: planning it costs more than running it.
+          return BatchQuery{"predrop_copy_after_v1", sql.copy_after, copy_after_params(before, reason, hint, ctx, cfg_)};
         }, "after copied from a before");
         it = targets.erase(it);
       }
-      r = targets.empty() ? queue_.erase(r) : std::next(r);
+      q = targets.empty() ? queue_.erase(q) : std::next(q);
     }
   }
   publish();
 }
 
-// Half the capture pool at most, so that holds always find a connection soon.
+// Half the capture pool at most, so that holds always find a connection soon. An after starts
+// cfg.after_delay after its commit at the earliest: a DROP or ALTER of the same table that follows
+// within it (CREATE / INSERT / DROP churn) absorbs it, and then it costs no catalog read.
 void AfterCapture::pump() {
   const int limit = cfg_.after_concurrency > 0 ? cfg_.after_concurrency : std::max(1, cfg_.pool_size / 2);
-  while (!stopped_ && running_ < limit && !queue_.empty()) {
-    SnapshotRequest req = std::move(queue_.front());
+  const auto now = Clock::now();
+  while (!stopped_ && running_ < limit && !queue_.empty() && queue_.front().ready <= now) {
+    SnapshotRequest req = std::move(queue_.front().request);
     queue_.pop_front();
     ++running_;
-    req.deadline = Clock::now() + cfg_.default_deadline;
+    req.deadline = now + cfg_.default_deadline;
     auto copy = std::make_shared<SnapshotRequest>(req);
     pipeline_.submit(std::move(req), [this, copy](SnapshotResult result) {
       // The pipeline calls back on this thread.
@@ -89,6 +95,14 @@ void AfterCapture::pump() {
       done(*copy, result);
       publish();
       pump();
+    });
+  }
+  if (!stopped_ && running_ < limit && !queue_.empty() && !delay_armed_) {
+    delay_armed_ = true;
+    delay_timer_.expires_at(queue_.front().ready);
+    delay_timer_.async_wait([this](const boost::system::error_code& ec) {
+      delay_armed_ = false;
+      if (!ec) pump();
     });
   }
   publish();
@@ -229,6 +243,7 @@ void AfterCapture::publish() {
 void AfterCapture::shutdown() {
   stopped_ = true;
   poll_timer_.cancel();
+  delay_timer_.cancel();
   queue_.clear();
   waiting_.clear();
   waiting_order_.clear();

@@ -53,7 +53,13 @@ class AfterCapture {
   ConnPool& capture_pool_;
   LedgerWriter& ledger_;
   CaptureCounters& counters_;
-  std::deque<SnapshotRequest> queue_;
+  struct Queued {
+    SnapshotRequest request;
+    std::chrono::steady_clock::time_point ready;   // not started before (cfg.after_delay)
+  };
+  std::deque<Queued> queue_;
+  boost::asio::steady_timer delay_timer_;
+  bool delay_armed_ = false;
   int running_ = 0;
   // By (database, oid): one after per table waits, the newest.
   std::map<std::pair<std::string, uint32_t>, Waiting> waiting_;

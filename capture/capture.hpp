@@ -48,6 +48,7 @@ struct CaptureConfig {
   // pool, at least one), so that holds always find a capture connection soon.
   size_t after_queue_max = 10000;
   int after_concurrency = 0;
+  std::chrono::milliseconds after_delay{10};       // an after waits this long for a hold to absorb it
   bool analyze_after_create = false;
   std::chrono::seconds stats_horizon{3600};        // 0: an after never waits for statistics
   std::chrono::milliseconds stats_poll{5000};

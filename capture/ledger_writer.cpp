@@ -30,7 +30,7 @@ void LedgerWriter::send(Statement st, bool retrying) {
     const StoreSql& sql = sql_for_(*conn);
     ++counters_.store;
     BatchQuery q = st.make(sql);
-    conn->exec(q.sql, q.params, [this, conn, st, retrying](PgResult r) {
+    auto on_done = [this, conn, st, retrying](PgResult r) {
       // A statement error is the store's answer; a connection that died under it is an outage.
       bool lost = !r.ok() && !conn->healthy();
       store_pool_.release(conn, !lost);
@@ -43,7 +43,9 @@ void LedgerWriter::send(Statement st, bool retrying) {
         retry_delay_ = kRetryFirst;
         retry_next();
       }
-    });
+    };
+    if (q.name) conn->exec_prepared(q.name, q.sql, q.params, std::move(on_done));
+    else conn->exec(q.sql, q.params, std::move(on_done));
   });
 }
 
