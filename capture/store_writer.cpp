@@ -26,11 +26,12 @@ WITH i AS (
                          layout_profile, header_quality, is_truncated, error, pair_hint, ord)
 ), d AS (
   -- de-duplication window: the same (database, schema, table, hash) captured within $21 seconds;
-  -- rows the reference application wrote (no database_name) count too
+  -- rows the reference application wrote (no database_name) count too. Befores only, on both
+  -- sides: an after never stands in for a before (its pair would be an after).
   SELECT DISTINCT ON (i.ord) i.ord, s.id
     FROM i JOIN @STORE@ s ON s.schema_name = i.schema_name AND s.table_name = i.table_name
                          AND s.schema_hash = i.schema_hash
-   WHERE i.pre_outcome = 'capture' AND $21::int > 0 AND left($23, 5) <> 'post_'
+   WHERE i.pre_outcome = 'capture' AND $21::int > 0 AND left($23, 5) <> 'post_' AND left(s.reason, 5) <> 'post_'
      AND (s.database_name = $22 OR s.database_name IS NULL)
      AND s.captured_at > now() - make_interval(secs => $21::int)
    ORDER BY i.ord, s.captured_at DESC
