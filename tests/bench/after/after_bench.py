@@ -42,6 +42,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "support"))
 from predrop_harness import Predrop  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+from benchlib import free_port, pct, record, results  # noqa: E402
 
 SECONDS = int(os.environ.get("AFTER_BENCH_SECONDS", "8"))
 CLIENTS = int(os.environ.get("AFTER_BENCH_CLIENTS", "8"))
@@ -56,19 +58,10 @@ HOST = os.environ["PGHOST"]
 PORT = int(os.environ["PGPORT"])
 PGB_PORT = int(os.environ["PGB_PORT"]) if os.environ.get("PGB_PORT") else None
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-results = []
 
 
-def record(section, metric, value):
-    results.append((section, metric, value))
 
 
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
-    return xs[k]
 
 
 def conninfo(db, port=None):
@@ -171,13 +164,6 @@ class Instance:
         return None
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Bench:

@@ -22,6 +22,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "hold"))
 import holdlib  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+from benchlib import pct, record, results  # noqa: E402
 
 DROPS = int(os.environ.get("HOLD_BENCH_DROPS", "200"))
 CASCADE_TABLES = int(os.environ.get("HOLD_BENCH_CASCADE_TABLES", "300"))
@@ -31,19 +33,10 @@ CLIENTS = int(os.environ.get("HOLD_BENCH_CLIENTS", "8"))
 MODES = os.environ.get("HOLD_BENCH_MODES", "simple prepared").split()
 REPS = int(os.environ.get("HOLD_BENCH_REPS", "2"))
 SCALE = int(os.environ.get("HOLD_BENCH_SCALE", "5"))
-results = []
 
 
-def record(section, metric, value):
-    results.append((section, metric, value))
 
 
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
-    return xs[k]
 
 
 def one_table(h):
