@@ -2,6 +2,8 @@
 // requests run a few at a time (capture connections go to holds first), and a bounded list of
 // afters still waiting for statistics, checked with one pg_stat_user_tables query per database
 // and period; once ANALYZE (or autovacuum) has run, the profile is captured again (post_analyze).
+// An after's targets are of kind by_oid (a table a hold snapshotted, or one waiting for statistics),
+// create_table or altered_table (by name); their partitions are not expanded as a hold's are.
 // Runs on the capture service's event-loop thread only.
 #pragma once
 
@@ -28,7 +30,8 @@ class AfterCapture {
   // A hold's snapshot was written: an after still waiting for the same table (by OID, or the same
   // session's by name) would read the very shape that before holds, or, if the hold's statement
   // drops it, nothing at all. It is written as a copy of that before instead, with no catalog read.
-  void absorb(const SnapshotRequest& hold, const SnapshotResult& result);
+  // `database` and `session` are the hold's.
+  void absorb(const std::string& database, uint64_t session, const SnapshotResult& result);
   void shutdown();
 
  private:
@@ -63,7 +66,6 @@ class AfterCapture {
   int running_ = 0;
   // By (database, oid): one after per table waits, the newest.
   std::map<std::pair<std::string, uint32_t>, Waiting> waiting_;
-  std::deque<std::pair<std::string, uint32_t>> waiting_order_;   // oldest first, may hold stale keys
   boost::asio::steady_timer poll_timer_;
   bool poll_armed_ = false;
   int polls_running_ = 0;

@@ -57,7 +57,9 @@ struct CaptureConfig {
 
 // What the proxy saw a statement destroy, in capture's own terms (capture does not know parser/).
 struct TargetSpec {
-  std::string kind;                 // drop_table, drop_schema, drop_owned, alter_table, truncate, ...
+  // drop_table, drop_schema, drop_owned, alter_table, truncate, ... (what a hold captures before);
+  // an after's: by_oid, create_table, altered_table (capture/after_capture.hpp)
+  std::string kind;
   std::string schema;               // empty: resolve through search_path as the server would
   std::string name;                 // relation name; drop_schema: the schema name
   std::vector<std::string> roles;   // drop_owned
@@ -102,7 +104,6 @@ struct TableResult {
   std::string event_id;      // the ledger row
   std::string error;
   bool stats_available = false;   // written with a pg_stats profile
-  std::string pair_of;            // an after: the before it completes, when there is one
 };
 
 struct SnapshotResult {

@@ -54,12 +54,13 @@ WITH RECURSIVE t AS (
 ), tree AS (
   SELECT tord, oid FROM roots
   UNION
-  -- a partitioned table's partitions go with it, to any depth
-  -- (a profile after statistics is of the table alone: its partitions wait on their own)
+  -- a partitioned table's partitions go with what destroys it, to any depth; an after
+  -- (capture/after_capture.hpp: kinds by_oid, create_table, altered_table) is of the relation its
+  -- statement named alone, as the server reports that statement
   SELECT tree.tord, i.inhrelid
     FROM tree JOIN pg_class p ON p.oid = tree.oid AND p.relkind = 'p'
               JOIN pg_inherits i ON i.inhparent = tree.oid
-   WHERE (SELECT t.kind FROM t WHERE t.tord = tree.tord) <> 'by_oid'
+   WHERE (SELECT t.kind FROM t WHERE t.tord = tree.tord) NOT IN ('by_oid', 'create_table', 'altered_table')
 )
 SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
        CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,

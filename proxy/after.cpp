@@ -98,7 +98,9 @@ std::vector<capture::SnapshotRequest> after_requests(const policy::Config& cfg, 
     }
     if (needs_path && req->search_path.empty()) req->search_path = w.effective;
     const uint32_t oid = w.last->oid;
-    req->targets.push_back({oid ? "by_oid" : req->ctx.statement_kind, relation.schema, relation.name, {}, w.before_id, oid});
+    // The target kinds capture/ knows as afters: followed by OID, or by name (create_table, altered_table).
+    const char* kind = oid ? "by_oid" : w.created ? "create_table" : "altered_table";
+    req->targets.push_back({kind, relation.schema, relation.name, {}, w.before_id, oid});
   }
   return out;
 }
