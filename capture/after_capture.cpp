@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
-#include <set>
 
 #include "capture/store_writer.hpp"
 
@@ -41,14 +41,14 @@ void AfterCapture::submit(SnapshotRequest request) {
   pump();
 }
 
-void AfterCapture::absorb(const SnapshotRequest& hold, const SnapshotResult& result) {
+void AfterCapture::absorb(const std::string& database, uint64_t session, const SnapshotResult& result) {
   if (stopped_ || queue_.empty()) return;
   for (const auto& t : result.tables) {
     if (t.snapshot_id.empty() || (t.outcome != SnapshotOutcome::written && t.outcome != SnapshotOutcome::deduplicated))
       continue;
     for (auto q = queue_.begin(); q != queue_.end();) {
       SnapshotRequest* r = &q->request;
-      if (r->ctx.database != hold.ctx.database || r->reason == "post_analyze") {
+      if (r->ctx.database != database || r->reason == "post_analyze") {
         ++q;
         continue;
       }
@@ -56,7 +56,7 @@ void AfterCapture::absorb(const SnapshotRequest& hold, const SnapshotResult& res
       for (auto it = targets.begin(); it != targets.end();) {
         const bool same = it->kind == "by_oid"
                               ? it->oid == t.oid
-                              : hold.session != 0 && r->session == hold.session && it->name == t.table &&
+                              : session != 0 && r->session == session && it->name == t.table &&
                                     (it->schema.empty() || it->schema == t.schema);
         if (!same) {
           ++it;
@@ -118,20 +118,13 @@ void AfterCapture::done(const SnapshotRequest& req, const SnapshotResult& result
     if (t.stats_available || req.reason == "post_analyze" || cfg_.stats_horizon.count() <= 0 || t.oid == 0) continue;
     auto key = std::make_pair(req.ctx.database, t.oid);
     waiting_[key] = Waiting{req.ctx, t.snapshot_id, t.oid, t.schema, t.table, Clock::now() + cfg_.stats_horizon};
-    waiting_order_.push_back(key);
-    while (waiting_.size() > cfg_.stats_waiting_max && !waiting_order_.empty()) {
-      auto oldest = waiting_order_.front();
-      waiting_order_.pop_front();
-      if (waiting_.erase(oldest)) ++counters_.stats_gave_up;
+    // At the bound the one waiting longest gives up: a scan, paid only there.
+    if (waiting_.size() > cfg_.stats_waiting_max) {
+      auto oldest = std::min_element(waiting_.begin(), waiting_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
+      waiting_.erase(oldest);
+      ++counters_.stats_gave_up;
     }
-  }
-  // Stale keys (a table waiting twice) are skipped when they reach the front.
-  if (waiting_order_.size() > 2 * waiting_.size() + 64) {
-    std::deque<std::pair<std::string, uint32_t>> kept;
-    std::set<std::pair<std::string, uint32_t>> seen;
-    for (auto it = waiting_order_.rbegin(); it != waiting_order_.rend(); ++it)
-      if (waiting_.count(*it) && seen.insert(*it).second) kept.push_front(*it);
-    waiting_order_.swap(kept);
   }
   if (cfg_.analyze_after_create && !created.empty()) analyze(req.ctx.database, created);
   arm_poll();
@@ -246,7 +239,6 @@ void AfterCapture::shutdown() {
   delay_timer_.cancel();
   queue_.clear();
   waiting_.clear();
-  waiting_order_.clear();
   publish();
 }
 

@@ -129,10 +129,11 @@ void CaptureService::snapshot(SnapshotRequest request, std::function<void(Snapsh
     return;
   }
   // The hold's own result lets afters still waiting for its tables be written from its before.
-  auto hold = std::make_shared<SnapshotRequest>(request);
-  hold->targets.clear();
-  impl_->pipeline.submit(std::move(request), [impl = impl_.get(), hold, done = std::move(done)](SnapshotResult r) {
-    impl->afters.absorb(*hold, r);
+  std::string database = request.ctx.database;
+  const uint64_t session = request.session;
+  impl_->pipeline.submit(std::move(request), [impl = impl_.get(), database = std::move(database), session,
+                                              done = std::move(done)](SnapshotResult r) {
+    impl->afters.absorb(database, session, r);
     done(std::move(r));
   });
 }

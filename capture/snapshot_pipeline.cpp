@@ -56,6 +56,19 @@ void summarise(SnapshotResult& res) {
   res.outcome = failure ? *failure : any_ok ? *any_ok : SnapshotOutcome::table_missing;
 }
 
+// A row's result before the store answers: a ledger-only row keeps its outcome, a captured one is
+// written until the write says otherwise.
+TableResult result_of(const WriteRow& row) {
+  TableResult t;
+  t.schema = row.schema;
+  t.table = row.table;
+  t.oid = row.oid.value_or(0);
+  t.outcome = row.outcome.value_or(SnapshotOutcome::written);
+  t.event_id = row.event_id;
+  t.error = row.error;
+  return t;
+}
+
 }  // namespace
 
 SnapshotPipeline::SnapshotPipeline(asio::io_context& io, const CaptureConfig& cfg, ConnPool& capture_pool,
@@ -220,8 +233,7 @@ void SnapshotPipeline::write(const JobPtr& job) {
   if (job->req.reason.rfind("post_", 0) == 0 &&
       std::none_of(job->rows.begin(), job->rows.end(), [](const WriteRow& w) { return w.captured != nullptr; })) {
     SnapshotResult res;
-    for (const auto& row : job->rows)
-      res.tables.push_back({row.schema, row.table, 0, SnapshotOutcome::table_missing, "", row.event_id, "", false, {}});
+    for (const auto& row : job->rows) res.tables.push_back(result_of(row));
     return finish(job, std::move(res));
   }
   acquire(job, store_pool_, "", [this, job] {
@@ -238,16 +250,14 @@ void SnapshotPipeline::write(const JobPtr& job) {
       SnapshotResult res;
       for (int i = 0; i < r.rows() && i < static_cast<int>(job->rows.size()); ++i) {
         const WriteRow& row = job->rows[i];
-        TableResult t{row.schema, row.table, row.oid.value_or(0), row.outcome.value_or(SnapshotOutcome::written), "",
-                      row.event_id, row.error, false, {}};
+        TableResult t = result_of(row);
         if (!row.outcome) {
           if (r.text(i, 1) == "t") {
             t.outcome = SnapshotOutcome::written;
             t.snapshot_id = row.snapshot_id;
             t.stats_available = row.captured && row.captured->snap.stats_available;
-            if (!r.is_null(i, 5)) t.pair_of = r.text(i, 5);
             // Its shape came from a later DROP's before: that table is gone, nothing to wait for.
-            if (r.text(i, 6) == "t") t.oid = 0;
+            if (r.text(i, 5) == "t") t.oid = 0;
             ++counters_.written;
           } else {
             t.outcome = SnapshotOutcome::deduplicated;
@@ -294,7 +304,7 @@ void SnapshotPipeline::fail(const JobPtr& job, SnapshotOutcome outcome, const st
   build_rows(job, outcome, error);
   SnapshotResult res;
   for (const auto& row : job->rows)
-    res.tables.push_back({row.schema, row.table, row.oid.value_or(0), *row.outcome, "", row.event_id, row.error, false, {}});
+    res.tables.push_back(result_of(row));
   auto rows = job->rows;
   finish(job, std::move(res));
   ledger_.write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, job->capture_ms);

@@ -2,7 +2,9 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <random>
 
 namespace predrop::capture {
@@ -12,6 +14,32 @@ namespace {
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
 }
+
+// The before an after completes (migrations/0002_pairs.sql), one rule for the write and the copy:
+// the one the proxy named (the hold of the ALTER itself, the DROP before a recreate) if the store
+// has it; else for an ALTER the oldest snapshot of the same table OID since its last after, for a
+// recreate the oldest of the same name (another OID) since the last after of that name, a hold's
+// before preferred to a baseline row. Filled in by pair_of_sql(): REASON, HINT, DB, OID, SCHEMA,
+// TABLE name the after's, ALSO narrows the befores.
+constexpr const char* kPairOfSql = R"SQL(CASE
+    WHEN @HINT@ IS NOT NULL AND EXISTS (SELECT 1 FROM @STORE@ h WHERE h.id = @HINT@) THEN @HINT@
+    WHEN @REASON@ = 'post_alter' THEN (
+      SELECT b.id FROM @STORE@ b
+       WHERE b.database_name = @DB@ AND b.table_oid = @OID@ AND left(b.reason, 5) <> 'post_' AND @ALSO@
+         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+                                        WHERE a.database_name = @DB@ AND a.table_oid = @OID@
+                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
+    WHEN @REASON@ = 'post_create' THEN (
+      SELECT b.id FROM @STORE@ b
+       WHERE b.database_name = @DB@ AND b.schema_name = @SCHEMA@ AND b.table_name = @TABLE@
+         AND left(b.reason, 5) <> 'post_' AND b.table_oid IS DISTINCT FROM @OID@ AND @ALSO@
+         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+                                        WHERE a.database_name = @DB@ AND a.schema_name = @SCHEMA@
+                                          AND a.table_name = @TABLE@
+                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
+  END)SQL";
 
 // $1..$20 are per-row arrays; $21.. are the request's scalars.
 constexpr const char* kWriteSql = R"SQL(
@@ -36,30 +64,11 @@ WITH i AS (
      AND s.captured_at > now() - make_interval(secs => $21::int)
    ORDER BY i.ord, s.captured_at DESC
 ), p AS (
-  -- The before an after completes (migrations/0002_pairs.sql): the one the proxy named (the hold
-  -- of the ALTER itself, the DROP before a recreate) if the store has it; else for an ALTER the
-  -- oldest snapshot of the same table OID since its last after, for a recreate the oldest of the
-  -- same name (another OID) since the last after of that name, a hold's before preferred to a
-  -- baseline row. A post_analyze joins the pair of the after whose profile it completes ($32).
+  -- The before an after completes (kPairOfSql); a post_analyze joins the pair of the after whose
+  -- profile it completes ($32).
   SELECT i.ord, CASE
     WHEN $23 = 'post_analyze' THEN (SELECT s.pair_of FROM @STORE@ s WHERE s.id = $32::uuid)
-    WHEN i.pair_hint IS NOT NULL AND EXISTS (SELECT 1 FROM @STORE@ h WHERE h.id = i.pair_hint) THEN i.pair_hint
-    WHEN $23 = 'post_alter' THEN (
-      SELECT b.id FROM @STORE@ b
-       WHERE b.database_name = $22 AND b.table_oid = i.table_oid AND left(b.reason, 5) <> 'post_'
-         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
-                                        WHERE a.database_name = $22 AND a.table_oid = i.table_oid
-                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
-       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
-    WHEN $23 = 'post_create' THEN (
-      SELECT b.id FROM @STORE@ b
-       WHERE b.database_name = $22 AND b.schema_name = i.schema_name AND b.table_name = i.table_name
-         AND left(b.reason, 5) <> 'post_' AND b.table_oid IS DISTINCT FROM i.table_oid
-         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
-                                        WHERE a.database_name = $22 AND a.schema_name = i.schema_name
-                                          AND a.table_name = i.table_name
-                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
-       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
+    ELSE @PAIR_OF:$23|i.pair_hint|$22|i.table_oid|i.schema_name|i.table_name|TRUE@
   END AS pair_of
     FROM i WHERE i.pre_outcome = 'capture' AND left($23, 5) = 'post_'
 ), sup AS (
@@ -128,7 +137,7 @@ WITH i AS (
    WHERE left($23, 5) <> 'post_' OR (w.id IS NULL AND i.pre_outcome NOT IN ('capture', 'table_missing'))
   RETURNING id
 )
-SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n), w.pair_of::text,
+SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n),
        w.table_oid IS DISTINCT FROM i.table_oid
   FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
  ORDER BY i.ord
@@ -136,33 +145,14 @@ SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT co
 
 // An after absorbed by a later hold of the same table (capture/after_capture.cpp): the hold's before
 // ($1) is the table's shape at that moment, which is what the after would have read. Copied as the
-// after, paired as the write pairs ($3 the proxy's pair, else by OID or name, never with itself),
-// and announced like every snapshot.
+// after, paired as the write pairs ($3 the proxy's pair; never with the before it copies), and
+// announced like every snapshot.
 constexpr const char* kCopyAfterSql = R"SQL(
 WITH src AS (
   SELECT * FROM @STORE@ WHERE id = $1::uuid
 ), p AS (
-  SELECT CASE
-    WHEN $3::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM @STORE@ h WHERE h.id = $3::uuid) THEN $3::uuid
-    WHEN $2 = 'post_alter' THEN (
-      SELECT b.id FROM @STORE@ b
-       WHERE b.database_name = src.database_name AND b.table_oid = src.table_oid AND left(b.reason, 5) <> 'post_'
-         AND b.id <> src.id AND b.captured_at < src.captured_at
-         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
-                                        WHERE a.database_name = src.database_name AND a.table_oid = src.table_oid
-                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
-       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
-    ELSE (
-      SELECT b.id FROM @STORE@ b
-       WHERE b.database_name = src.database_name AND b.schema_name = src.schema_name AND b.table_name = src.table_name
-         AND left(b.reason, 5) <> 'post_' AND b.table_oid IS DISTINCT FROM src.table_oid
-         AND b.captured_at < src.captured_at
-         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
-                                        WHERE a.database_name = src.database_name AND a.schema_name = src.schema_name
-                                          AND a.table_name = src.table_name
-                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
-       ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
-  END AS pair_of FROM src
+  SELECT @PAIR_OF:$2|$3::uuid|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at@
+         AS pair_of FROM src
 ), w AS (
   INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
                        row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
@@ -240,8 +230,26 @@ std::string ms_text(double ms) {
 
 }  // namespace
 
+// Each @PAIR_OF:REASON|HINT|DB|OID|SCHEMA|TABLE|ALSO@ in sql becomes kPairOfSql with those filled in.
+static void expand_pair_of(std::string& sql) {
+  for (size_t at; (at = sql.find("@PAIR_OF:")) != std::string::npos;) {
+    size_t end = sql.find('@', at + 9);
+    std::vector<std::string> args;
+    for (size_t p = at + 9, bar; p <= end; p = bar + 1) {
+      bar = std::min(sql.find('|', p), end);
+      args.push_back(sql.substr(p, bar - p));
+    }
+    std::string frag = kPairOfSql;
+    const char* names[] = {"@REASON@", "@HINT@", "@DB@", "@OID@", "@SCHEMA@", "@TABLE@", "@ALSO@"};
+    for (size_t k = 0; k < args.size() && k < std::size(names); ++k) replace_all(frag, names[k], args[k]);
+    sql.replace(at, end + 1 - at, frag);
+  }
+}
+
 StoreSql build_store_sql(const std::string& store, const std::string& events) {
   StoreSql s{kWriteSql, kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql, kCopyAfterSql};
+  expand_pair_of(s.write);
+  expand_pair_of(s.copy_after);
   for (auto* sql : {&s.write, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after}) {
     replace_all(*sql, "@STORE@", store);
     replace_all(*sql, "@EVENTS@", events);
