@@ -1,6 +1,10 @@
 """What the Python benches share: their results as (section, metric, value) rows, percentiles,
-and a free loopback port."""
-import socket
+and (holdlib's) a free loopback port."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hold"))
+from holdlib import free_port  # noqa: E402,F401
 
 results = []
 
@@ -17,10 +21,3 @@ def pct(xs, p):
     k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
     return xs[k]
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
