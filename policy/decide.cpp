@@ -25,18 +25,43 @@ std::optional<int> kind_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// An unknown (empty) value never satisfies a condition: "user: *" means a known user.
+bool glob_condition(const std::string& pattern, std::string_view value) {
+  return pattern.empty() || (!value.empty() && detail::glob_match(pattern, value));
+}
+
+bool who_matches(const Rule& r, const Who& who) {
+  if (!glob_condition(r.user, who.user) || !glob_condition(r.application_name, who.application_name)) return false;
+  return !r.client_net || (!who.client_addr.empty() && r.client_net->contains(who.client_addr));
+}
+
+// A quarantine keeps tables whole; what other kinds destroy (rows, columns, views) can only be snapshotted.
+Action action_for_kind(Action action, int kind) {
+  if (action != Action::quarantine) return action;
+  return kind == 0 || kind == 1 ? Action::quarantine : Action::snapshot;
+}
+
+}  // namespace
+
 Decision Config::decide(std::string_view database, std::string_view schema, std::string_view table,
                         int kind) const {
+  return decide(database, schema, table, kind, Who{});
+}
+
+Decision Config::decide(std::string_view database, std::string_view schema, std::string_view table, int kind,
+                        const Who& who) const {
   const bool kind_known = kind >= 0 && kind < 32;
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const Rule& r = rules[i];
     if (!kind_known || (r.kinds & (1u << kind)) == 0) continue;
     if (!detail::glob_match(r.database, database) || !detail::glob_match(r.schema, schema) ||
-        !detail::glob_match(r.table, table))
+        !detail::glob_match(r.table, table) || !who_matches(r, who))
       continue;
-    return {r.action, r.on_failure, static_cast<int>(i)};
+    return {action_for_kind(r.action, kind), r.on_failure, static_cast<int>(i)};
   }
-  return {default_rule.action, default_rule.on_failure, -1};
+  return {action_for_kind(default_rule.action, kind), default_rule.on_failure, -1};
 }
 
 bool Config::baseline_excludes(std::string_view schema, std::string_view table) const {

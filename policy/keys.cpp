@@ -16,7 +16,7 @@ const std::vector<std::string> kSslModes = {"disable", "prefer", "require", "ver
 const std::vector<std::string> kLogFormats = {"text", "json"};
 const std::vector<std::string> kLogLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 // Same order as the Action and OnFailure enums.
-const std::vector<std::string> kActions = {"snapshot", "skip"};
+const std::vector<std::string> kActions = {"snapshot", "skip", "quarantine"};
 const std::vector<std::string> kOnFailure = {"open", "closed"};
 
 constexpr long long kMiB = 1 << 20;

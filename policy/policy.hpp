@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "policy/cidr.hpp"
+
 namespace predrop::policy {
 
 struct Endpoint {
@@ -56,7 +58,9 @@ struct Logging {
   std::string level = "info";
 };
 
-enum class Action : uint8_t { snapshot, skip };
+// quarantine: snapshot, then move the table into quarantine_schema instead of dropping it
+// (drop_table and drop_schema only; for other kinds a quarantine rule decides snapshot).
+enum class Action : uint8_t { snapshot, skip, quarantine };
 enum class OnFailure : uint8_t { open, closed };
 
 struct Rule {
@@ -64,8 +68,19 @@ struct Rule {
   std::string schema = "*";
   std::string table = "*";
   uint32_t kinds = 0xFFFFFFFFu;    // bit i = parser::DestroyKind i; all by default
+  bool kinds_set = false;          // kinds named in the file (check-config judges a quarantine rule by them)
+  // Who: empty means any; a condition never matches a session whose value is unknown (empty).
+  std::string user;                // glob on the session's user
+  std::string application_name;    // glob on the startup application_name
+  std::string client_addr;         // as written: an address or a CIDR
+  std::optional<Cidr> client_net;  // client_addr parsed
   Action action = Action::snapshot;
   OnFailure on_failure = OnFailure::open;
+};
+
+// The session a statement comes from; empty fields are unknown.
+struct Who {
+  std::string_view user, application_name, client_addr;
 };
 
 struct Decision {
@@ -116,10 +131,20 @@ struct Config {
   std::vector<std::string> baseline_exclude;  // "schema.table" globs, never baselined
   int baseline_batch_size = 500;
   int baseline_lanes = 2;
+  // Quarantine: dropped tables kept whole, per database, for quarantine_retention_s.
+  std::string quarantine_schema = "predrop_quarantine";
+  int64_t quarantine_retention_s = 604800;
+  uint64_t quarantine_max_bytes = 0;      // 0: no cap
+  int64_t quarantine_max_tables = 0;      // 0: no cap
+  int quarantine_purge_interval_s = 60;
+  int quarantine_lock_timeout_ms = 100;
   std::vector<Rule> rules;         // first match wins
   Rule default_rule;               // when none matches
 
   // kind is parser::DestroyKind as an index (policy does not depend on parser/).
+  Decision decide(std::string_view database, std::string_view schema, std::string_view table, int kind,
+                  const Who& who) const;
+  // With nobody known: rules that name a user, application_name or client_addr never match.
   Decision decide(std::string_view database, std::string_view schema, std::string_view table, int kind) const;
   // Whether a baseline.exclude glob names the table.
   bool baseline_excludes(std::string_view schema, std::string_view table) const;

@@ -58,8 +58,8 @@ std::vector<capture::SnapshotRequest> after_requests(const policy::Config& cfg, 
     // A recreate completes a drop, an ALTER completes an alter: the rule for that kind covers it.
     auto kind = created ? parser::DestroyKind::drop_table : parser::DestroyKind::alter_table;
     std::string schema_for_policy;
-    if (decide_relation(cfg, base.database, c.change.relation, kind, effective, schema_for_policy).action ==
-        policy::Action::skip)
+    if (decide_relation(cfg, base.database, who_of(base), c.change.relation, kind, effective, schema_for_policy)
+            .action == policy::Action::skip)
       continue;
     // The same table changed twice is one after: by OID when a hold followed it, else by name.
     std::string key = c.oid ? "#" + std::to_string(c.oid) : c.change.relation.schema + '\0' + c.change.relation.name;

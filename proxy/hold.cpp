@@ -42,19 +42,23 @@ void append_message(std::string& out, char type, std::string_view body) {
 
 }  // namespace
 
-policy::Decision decide_relation(const policy::Config& cfg, const std::string& db, const parser::RelationName& relation,
-                                 parser::DestroyKind kind, const std::vector<std::string>& effective,
-                                 std::string& schema_for_policy) {
+policy::Who who_of(const capture::StatementContext& context) {
+  return {context.session_user, context.application_name, context.client_addr};
+}
+
+policy::Decision decide_relation(const policy::Config& cfg, const std::string& db, const policy::Who& who,
+                                 const parser::RelationName& relation, parser::DestroyKind kind,
+                                 const std::vector<std::string>& effective, std::string& schema_for_policy) {
   if (!relation.schema.empty() || kind == parser::DestroyKind::drop_schema) {
     schema_for_policy = relation.schema.empty() ? relation.name : relation.schema;
-    return cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind));
+    return cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind), who);
   }
   // Unqualified: the table's schema is known only once capture resolves it, so the first
   // schema of the path that a rule names decides ("$user" rarely exists; public usually does).
   schema_for_policy = effective.empty() ? std::string() : effective.front();
-  policy::Decision decision = cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind));
+  policy::Decision decision = cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind), who);
   for (const auto& candidate : effective) {
-    auto d = cfg.decide(db, candidate, relation.name, static_cast<int>(kind));
+    auto d = cfg.decide(db, candidate, relation.name, static_cast<int>(kind), who);
     if (d.rule_index >= 0) {
       schema_for_policy = candidate;
       return d;
@@ -66,6 +70,7 @@ policy::Decision decide_relation(const policy::Config& cfg, const std::string& d
 HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   HoldPlan plan;
   const std::string& db = in.context.database;
+  const policy::Who who = who_of(in.context);
   capture::SnapshotRequest& req = plan.request;
   req.ctx = in.context;
   req.session = in.session;
@@ -81,7 +86,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
       auto effective = path.effective(in.user);
       std::string schema_for_policy;
-      policy::Decision decision = decide_relation(cfg, db, t.relation, t.kind, effective, schema_for_policy);
+      policy::Decision decision = decide_relation(cfg, db, who, t.relation, t.kind, effective, schema_for_policy);
       if (decision.action == policy::Action::skip) {
         plan.skipped.emplace_back(schema_for_policy, t.relation.name);
         continue;

@@ -38,11 +38,14 @@ struct HoldPlan {
   std::vector<std::pair<std::string, std::string>> skipped;   // schema, table: a rule says skip
   bool fail_closed = false;
 };
-// The rule that covers a relation. Unqualified names (schema empty) are decided by the first schema
-// of `effective` that a rule names, else its first; schema_for_policy says which schema decided.
-policy::Decision decide_relation(const policy::Config& cfg, const std::string& db, const parser::RelationName& relation,
-                                 parser::DestroyKind kind, const std::vector<std::string>& effective,
-                                 std::string& schema_for_policy);
+// The rule that covers a relation, for the session `who`. Unqualified names (schema empty) are decided
+// by the first schema of `effective` that a rule names, else its first; schema_for_policy says which
+// schema decided.
+policy::Decision decide_relation(const policy::Config& cfg, const std::string& db, const policy::Who& who,
+                                 const parser::RelationName& relation, parser::DestroyKind kind,
+                                 const std::vector<std::string>& effective, std::string& schema_for_policy);
+// The session a statement's context describes, as rules match it.
+policy::Who who_of(const capture::StatementContext& context);
 // Which targets to capture and whether a failure refuses the statement: policy applied to facts.
 HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in);
 
