@@ -1,0 +1,355 @@
+#include "capture/quarantine_sql.hpp"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "capture/snapshot.hpp"
+
+namespace predrop::capture {
+
+namespace {
+
+// The block's body is dollar-quoted $predrop_q$ and its argument $predrop_a$: no name may carry
+// either tag (nor anything starting with it), so the literal cannot end early whatever the
+// session's standard_conforming_strings.
+void check_tag_free(std::string_view s) {
+  if (s.find("$predrop") != std::string_view::npos)
+    throw std::invalid_argument("predrop quarantine: a name contains \"$predrop\"");
+}
+
+// The per-relation work, shared by a quarantined table and the partitions that move with it.
+// Functions cannot be created (the client may lack CREATE anywhere), so the block repeats itself
+// through a loop over the partition tree instead.
+constexpr const char* kMoveBody = R"SQL(
+DECLARE
+  qs text := arg->>'quarantine_schema';
+  qs_oid oid;
+  do_cascade boolean := coalesce((arg->>'cascade')::boolean, false);
+  max_bytes bigint := coalesce((arg->>'max_bytes')::bigint, 0);
+  ts bigint := floor(extract(epoch FROM clock_timestamp()))::bigint;
+  dropped_at text := to_char(to_timestamp(ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"');
+  saved_path text := current_setting('search_path');
+  saved_cmm text := current_setting('client_min_messages');
+  t jsonb;
+  s text;
+  r oid;
+  m oid;
+  v oid;
+  x oid;
+  targets oid[] := '{}';
+  real_drops oid[] := '{}';
+  moved oid[] := '{}';
+  tree oid[];
+  frontier oid[];
+  next_frontier oid[];
+  views oid[];
+  fks oid[];
+  d record;
+  q_id uuid;
+  qname text;
+  total bigint;
+  detail jsonb;
+  members jsonb;
+  deps jsonb;
+  partition_of jsonb;
+  def text;
+  con record;
+BEGIN
+  SELECT oid INTO qs_oid FROM pg_namespace WHERE nspname = qs;
+  IF qs_oid IS NULL THEN
+    RAISE EXCEPTION 'predrop quarantine: schema % does not exist', quote_ident(qs);
+  END IF;
+  IF NOT has_schema_privilege(qs_oid, 'CREATE') THEN
+    RAISE EXCEPTION 'predrop quarantine: role % has no CREATE on schema %', current_user, quote_ident(qs);
+  END IF;
+
+  -- Names resolve as the client's statement resolved them: with its search_path, before ours.
+  FOR t IN SELECT * FROM jsonb_array_elements(arg->'tables') LOOP
+    r := to_regclass(CASE WHEN coalesce(t->>'schema', '') = '' THEN quote_ident(t->>'table')
+                          ELSE quote_ident(t->>'schema') || '.' || quote_ident(t->>'table') END);
+    CONTINUE WHEN r IS NULL OR r = ANY(targets) OR r = ANY(real_drops);
+    IF NOT coalesce((t->>'quarantine')::boolean, true)
+       OR (SELECT relpersistence = 't' FROM pg_class WHERE oid = r) THEN
+      real_drops := real_drops || r;
+    ELSE
+      targets := targets || r;
+    END IF;
+  END LOOP;
+  FOR s IN SELECT * FROM jsonb_array_elements_text(arg->'schemas') LOOP
+    targets := targets || ARRAY(
+      SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = s AND c.relkind IN ('r', 'p') AND NOT (c.oid = ANY(targets))
+        AND NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+                        WHERE c.relispartition AND i.inhrelid = c.oid AND p.relnamespace = c.relnamespace)
+      ORDER BY c.oid);
+  END LOOP;
+  -- A partition named beside its (also named) parent moves with the parent.
+  targets := ARRAY(SELECT u.x FROM unnest(targets) WITH ORDINALITY u(x, o)
+                   WHERE NOT EXISTS (SELECT 1 FROM pg_partition_ancestors(u.x) a
+                                     WHERE a.relid::oid <> u.x AND a.relid::oid = ANY(targets))
+                   ORDER BY u.o);
+  FOREACH r IN ARRAY targets LOOP
+    -- pg_partition_tree lists nothing for a table that is neither partitioned nor a partition.
+    moved := moved || r || ARRAY(SELECT relid::oid FROM pg_partition_tree(r) WHERE relid::oid <> r);
+  END LOOP;
+
+  -- Definitions are deparsed fully qualified; the cascades' notices are the real DROP's, already sent.
+  PERFORM set_config('search_path', 'pg_catalog', true);
+  PERFORM set_config('client_min_messages', 'warning', true);
+
+  FOREACH r IN ARRAY targets LOOP
+    tree := ARRAY[r] || ARRAY(SELECT relid::oid FROM pg_partition_tree(r) WHERE relid::oid <> r ORDER BY level, relid::oid);
+    FOREACH m IN ARRAY tree LOOP
+      SELECT i.inhparent::regclass::text AS parent INTO d FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhrelid = m AND NOT c.relispartition LIMIT 1;
+      IF FOUND THEN
+        RAISE EXCEPTION 'predrop quarantine: % inherits from % (inheritance is not kept)', m::regclass, d.parent;
+      END IF;
+      SELECT i.inhrelid::regclass::text AS child INTO d FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = m AND NOT c.relispartition LIMIT 1;
+      IF FOUND THEN
+        RAISE EXCEPTION 'predrop quarantine: % has inheritance child % (inheritance is not kept)', m::regclass, d.child;
+      END IF;
+    END LOOP;
+    SELECT sum(pg_total_relation_size(u.x))::bigint INTO total FROM unnest(tree) u(x);
+    IF max_bytes > 0 AND total > max_bytes THEN
+      RAISE EXCEPTION 'predrop quarantine: % is % bytes, more than quarantine.max_bytes (%)', r::regclass, total, max_bytes;
+    END IF;
+
+    -- What the server's DROP takes along: views and materialized views reading the table (and
+    -- views on those), foreign keys of other tables. Anything else cannot be kept.
+    views := '{}';
+    fks := '{}';
+    frontier := tree;
+    WHILE cardinality(frontier) > 0 LOOP
+      next_frontier := '{}';
+      FOR d IN
+        SELECT DISTINCT dep.classid, dep.objid FROM pg_depend dep
+        WHERE dep.deptype = 'n'
+          AND ((dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(frontier))
+               OR (dep.refclassid = 'pg_type'::regclass AND dep.refobjid IN (
+                     SELECT c.reltype FROM pg_class c WHERE c.oid = ANY(frontier)
+                     UNION SELECT ty.typarray FROM pg_type ty JOIN pg_class c ON c.reltype = ty.oid WHERE c.oid = ANY(frontier))))
+          AND NOT (dep.classid = 'pg_class'::regclass AND dep.objid = ANY(moved))
+        ORDER BY 1, 2
+      LOOP
+        IF d.classid = 'pg_rewrite'::regclass THEN
+          SELECT ev_class INTO v FROM pg_rewrite WHERE oid = d.objid;
+          CONTINUE WHEN v = ANY(views) OR v = ANY(moved) OR v = ANY(frontier);
+          IF (SELECT relkind FROM pg_class WHERE oid = v) NOT IN ('v', 'm') THEN
+            RAISE EXCEPTION 'predrop quarantine: % depends on % (only views, materialized views and foreign keys are kept)',
+              pg_describe_object(d.classid, d.objid, 0), r::regclass;
+          END IF;
+          views := views || v;
+          next_frontier := next_frontier || v;
+        ELSIF d.classid = 'pg_constraint'::regclass THEN
+          SELECT * INTO con FROM pg_constraint WHERE oid = d.objid;
+          CONTINUE WHEN con.conrelid = ANY(moved) OR con.conparentid <> 0 OR d.objid = ANY(fks);
+          IF con.contype <> 'f' THEN
+            RAISE EXCEPTION 'predrop quarantine: % depends on % (only views, materialized views and foreign keys are kept)',
+              pg_describe_object(d.classid, d.objid, 0), r::regclass;
+          END IF;
+          fks := fks || d.objid;
+        ELSE
+          RAISE EXCEPTION 'predrop quarantine: % depends on % (only views, materialized views and foreign keys are kept)',
+            pg_describe_object(d.classid, d.objid, 0), r::regclass;
+        END IF;
+      END LOOP;
+      frontier := next_frontier;
+    END LOOP;
+    IF NOT do_cascade AND (cardinality(views) > 0 OR cardinality(fks) > 0) THEN
+      RAISE EXCEPTION 'predrop quarantine: % has dependents and the statement has no CASCADE', r::regclass;
+    END IF;
+
+    deps := '[]';
+    FOREACH v IN ARRAY views LOOP
+      SELECT c.relkind, c.relname, n.nspname, c.relowner::regrole::text AS owner, c.reloptions, c.relacl,
+             obj_description(c.oid, 'pg_class') AS comment
+        INTO d FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = v;
+      def := format('CREATE %s %s%s AS %s;', CASE d.relkind WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'VIEW' END,
+                    v::regclass,
+                    CASE WHEN d.reloptions IS NULL THEN '' ELSE ' WITH (' || array_to_string(d.reloptions, ', ') || ')' END,
+                    rtrim(btrim(pg_get_viewdef(v)), ';'));
+      def := def || format(' ALTER %s %s OWNER TO %s;', CASE d.relkind WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'VIEW' END,
+                           v::regclass, d.owner);
+      IF d.relkind = 'm' THEN
+        def := def || coalesce((SELECT string_agg(' ' || pg_get_indexdef(i.indexrelid) || ';', '' ORDER BY i.indexrelid)
+                                FROM pg_index i WHERE i.indrelid = v), '');
+      END IF;
+      def := def || coalesce((
+        SELECT string_agg(format(' GRANT %s ON %s TO %s%s;', a.privilege_type, v::regclass,
+                                 CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,
+                                 CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END), '')
+        FROM aclexplode(d.relacl) a WHERE a.grantee <> (SELECT relowner FROM pg_class WHERE oid = v)), '');
+      IF d.comment IS NOT NULL THEN
+        def := def || format(' COMMENT ON %s %s IS %L;', CASE d.relkind WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'VIEW' END,
+                             v::regclass, d.comment);
+      END IF;
+      deps := deps || jsonb_build_object('kind', CASE d.relkind WHEN 'm' THEN 'materialized_view' ELSE 'view' END,
+                                         'name', d.relname, 'schema', d.nspname, 'table', NULL, 'definition', def);
+    END LOOP;
+    FOREACH x IN ARRAY fks LOOP
+      SELECT c.conname, c.conrelid, n.nspname, t2.relname INTO d FROM pg_constraint c
+        JOIN pg_class t2 ON t2.oid = c.conrelid JOIN pg_namespace n ON n.oid = t2.relnamespace WHERE c.oid = x;
+      deps := deps || jsonb_build_object('kind', 'foreign_key', 'name', d.conname, 'schema', d.nspname,
+                                         'table', d.relname,
+                                         'definition', format('ALTER TABLE %s ADD CONSTRAINT %I %s;', d.conrelid::regclass,
+                                                              d.conname, pg_get_constraintdef(x)));
+    END LOOP;
+
+    partition_of := NULL;
+    IF (SELECT relispartition FROM pg_class WHERE oid = r) THEN
+      SELECT jsonb_build_object('parent', i.inhparent::regclass::text, 'bound', pg_get_expr(c.relpartbound, c.oid)) INTO partition_of
+        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhrelid = r;
+    END IF;
+
+    q_id := gen_random_uuid();
+    members := '[]';
+    detail := NULL;
+    FOREACH m IN ARRAY tree LOOP
+      SELECT c.relname, n.nspname, obj_description(c.oid, 'pg_class') AS comment,
+             CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound
+        INTO d FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = m;
+      qname := 'q' || m || '_' || ts || '_' || d.relname;
+      WHILE octet_length(qname) > 63 LOOP qname := left(qname, -1); END LOOP;
+      t := jsonb_build_object('oid', m::bigint, 'schema', d.nspname, 'table', d.relname, 'comment', d.comment,
+                              'quarantine_table', qname,
+                              'relations', coalesce((
+        SELECT jsonb_agg(jsonb_build_object('kind', k.kind, 'oid', k.oid::bigint, 'name', k.name) ORDER BY k.kind, k.oid)
+        FROM (SELECT 'index' AS kind, i.indexrelid AS oid, ic.relname::text AS name FROM pg_index i
+                JOIN pg_class ic ON ic.oid = i.indexrelid WHERE i.indrelid = m
+              UNION ALL
+              SELECT 'sequence', sq.oid, sq.relname::text FROM pg_depend dep JOIN pg_class sq ON sq.oid = dep.objid
+                WHERE dep.classid = 'pg_class'::regclass AND dep.refclassid = 'pg_class'::regclass
+                  AND dep.refobjid = m AND dep.deptype IN ('a', 'i') AND sq.relkind = 'S') k), '[]'));
+      IF m = r THEN
+        detail := jsonb_build_object(
+          'predrop_quarantine', 1, 'id', q_id, 'schema', d.nspname, 'table', d.relname, 'oid', r::bigint,
+          'dropped_at', dropped_at, 'dropped_by', session_user::text, 'comment', d.comment,
+          'quarantine_table', qname, 'relations', t->'relations', 'partition_of', partition_of,
+          'dependents', deps);
+      ELSE
+        members := members || (t || jsonb_build_object('bound', d.bound));
+      END IF;
+    END LOOP;
+    detail := detail || jsonb_build_object('members', members);
+
+    -- Dependents go first (what the server's CASCADE drops), then the partition is detached.
+    FOR i IN REVERSE cardinality(views)..1 LOOP
+      IF EXISTS (SELECT 1 FROM pg_class WHERE oid = views[i]) THEN
+        EXECUTE format('DROP %s %s CASCADE',
+                       CASE (SELECT relkind FROM pg_class WHERE oid = views[i]) WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'VIEW' END,
+                       views[i]::regclass);
+      END IF;
+    END LOOP;
+    FOREACH x IN ARRAY fks LOOP
+      SELECT conname, conrelid INTO d FROM pg_constraint WHERE oid = x;
+      IF FOUND THEN
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', d.conrelid::regclass, d.conname);
+      END IF;
+    END LOOP;
+    IF partition_of IS NOT NULL THEN
+      EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', partition_of->>'parent', r::regclass);
+    END IF;
+
+    -- Renamed before the move: in the quarantine schema the owner has no USAGE to name them by.
+    -- Every index and sequence gets a name of its own OID, so versions of one table never collide.
+    FOREACH m IN ARRAY tree LOOP
+      t := CASE WHEN m = r THEN detail ELSE (SELECT e.value FROM jsonb_array_elements(members) e WHERE (e.value->>'oid')::oid = m) END;
+      FOR d IN SELECT (e.value->>'kind') AS kind, (e.value->>'oid')::oid AS oid FROM jsonb_array_elements(t->'relations') e LOOP
+        EXECUTE format('ALTER %s %s RENAME TO %I', CASE d.kind WHEN 'index' THEN 'INDEX' ELSE 'SEQUENCE' END, d.oid::regclass,
+                       'q' || m || CASE d.kind WHEN 'index' THEN '_i' ELSE '_s' END || d.oid);
+      END LOOP;
+      IF m = r THEN
+        EXECUTE format('COMMENT ON TABLE %s IS %L', m::regclass, detail::text);
+      ELSE
+        EXECUTE format('COMMENT ON TABLE %s IS %L', m::regclass,
+                       jsonb_build_object('predrop_quarantine_member', 1, 'id', q_id, 'of', r::bigint)::text);
+      END IF;
+      EXECUTE format('ALTER TABLE %s RENAME TO %I', m::regclass, t->>'quarantine_table');
+      EXECUTE format('ALTER TABLE %s SET SCHEMA %I', m::regclass, qs);
+    END LOOP;
+  END LOOP;
+
+  FOREACH r IN ARRAY real_drops LOOP
+    IF EXISTS (SELECT 1 FROM pg_class WHERE oid = r) THEN
+      EXECUTE format('DROP TABLE %s%s', r::regclass, CASE WHEN do_cascade THEN ' CASCADE' ELSE '' END);
+    END IF;
+  END LOOP;
+
+  PERFORM set_config('search_path', saved_path, true);
+  PERFORM set_config('client_min_messages', saved_cmm, true);
+EXCEPTION WHEN OTHERS THEN
+  IF SQLERRM LIKE 'predrop quarantine: %' THEN
+    RAISE;
+  END IF;
+  RAISE EXCEPTION 'predrop quarantine: %', SQLERRM USING ERRCODE = SQLSTATE;
+END
+)SQL";
+
+std::string literal(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string quote_ident_always(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string quote_qualified_ident(std::string_view qualified) {
+  auto [schema, table] = split_qualified(qualified);
+  return quote_ident_always(schema) + "." + quote_ident_always(table);
+}
+
+std::string quarantine_move_sql(const QuarantineMove& move) {
+  nlohmann::json arg = {{"quarantine_schema", move.quarantine_schema},
+                        {"cascade", move.cascade},
+                        {"max_bytes", move.max_bytes},
+                        {"tables", nlohmann::json::array()},
+                        {"schemas", move.schemas}};
+  for (const auto& t : move.tables)
+    arg["tables"].push_back({{"schema", t.schema}, {"table", t.table}, {"quarantine", t.quarantine}});
+  // ensure_ascii: the literal is pure ASCII whatever the client_encoding.
+  std::string text = arg.dump(-1, ' ', true);
+  check_tag_free(text);
+  // The argument is a block-level constant declared ahead of the body's own DECLARE section.
+  return std::string("DO $predrop_q$\n<<predrop_quarantine_move>>\nDECLARE\n  arg constant jsonb := $predrop_a$") + text +
+         "$predrop_a$::jsonb;\nBEGIN\n" + kMoveBody + ";\nEND\n$predrop_q$";
+}
+
+std::string quarantine_prepare_sql(std::string_view schema) {
+  const std::string q = quote_ident_always(schema);
+  return "CREATE SCHEMA IF NOT EXISTS " + q + "; REVOKE ALL ON SCHEMA " + q + " FROM PUBLIC; GRANT CREATE ON SCHEMA " +
+         q + " TO PUBLIC; COMMENT ON SCHEMA " + q +
+         " IS 'predrop quarantine: dropped tables held for undrop; CREATE for all, USAGE for nobody'";
+}
+
+std::string quarantine_catalog_sql(std::string_view schema) {
+  return "SELECT c.relname::text AS quarantine_table, c.oid::bigint AS oid, d.description::jsonb AS detail, "
+         "coalesce((SELECT sum(pg_total_relation_size(p.relid))::bigint FROM pg_partition_tree(c.oid) p), "
+         "pg_total_relation_size(c.oid)) AS bytes "
+         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+         "JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0 "
+         "WHERE n.nspname = " +
+         literal(schema) +
+         " AND c.relkind IN ('r', 'p') AND d.description LIKE '{%' "
+         "AND d.description LIKE '%\"predrop_quarantine\": 1%' "
+         "ORDER BY d.description::jsonb->>'dropped_at', c.oid";
+}
+
+std::string quarantine_record_sql(std::string_view store_table) {
+  return "INSERT INTO " + quote_qualified_ident(store_table) +
+         " (id, database_name, schema_name, table_name, table_oid, quarantine_schema, quarantine_table, dropped_at,"
+         " expires_at, bytes, snapshot_id, event_id, dropped_by, application_name, client_addr, state, state_at, detail)"
+         " SELECT (d->>'id')::uuid, $1, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, $4,"
+         " (d->>'dropped_at')::timestamptz, (d->>'dropped_at')::timestamptz + $8::bigint * interval '1 second',"
+         " $5::bigint, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, 'held', now(), d"
+         " FROM (SELECT $2::jsonb AS d) a ON CONFLICT (id) DO NOTHING";
+}
+
+}  // namespace predrop::capture

@@ -1,0 +1,55 @@
+// The quarantine's SQL (issue 16): the move a quarantined DROP becomes, the schema it moves into,
+// the catalog of what is held and the store row that records it. The quarantined table's comment
+// is the truth (one JSON object, see quarantine_move_sql); nothing else is needed to list, purge or
+// undrop it, so every function here is plain text and the callers choose the connection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace predrop::capture {
+
+struct QuarantineTarget {
+  std::string schema, table;  // schema "" = resolved through the session's search_path
+  bool quarantine = true;     // false: dropped for real by the move (a rule that does not quarantine it)
+};
+
+struct QuarantineMove {
+  std::string quarantine_schema;
+  std::vector<QuarantineTarget> tables;  // DROP TABLE's names, in order
+  std::vector<std::string> schemas;      // DROP SCHEMA's schemas: every table in them is moved
+  bool cascade = false;
+  uint64_t max_bytes = 0;  // a table larger than this is not moved (the block raises); 0 = no limit
+};
+
+// ONE statement (a DO block), to run in the dropping session after the real DROP succeeded in a
+// savepoint and was rolled back. Each named table is resolved with to_regclass (the session's
+// search_path): missing ones are skipped, temporary ones and quarantine=false ones are dropped for
+// real, the others (with their partitions, indexes, constraints, triggers, owned sequences and
+// privileges) renamed q<oid>_<unix seconds>_<name> and moved into the quarantine schema. A partition
+// is detached first; with cascade the dependent views, materialized views and other tables'
+// foreign keys are recorded in the comment and dropped. Anything it cannot keep raises an error
+// whose message begins "predrop quarantine: ". Leaves the session's settings as they were.
+// Throws std::invalid_argument on a name that could break out of the block's quoting.
+std::string quarantine_move_sql(const QuarantineMove& move);
+
+// Run by predrop's capture role in a database: the schema, and CREATE (not USAGE) for everyone,
+// so any owner can move a table in and nobody but the schema's owner can reach it afterwards.
+std::string quarantine_prepare_sql(std::string_view schema);
+
+// Rows (oldest drop first): quarantine_table text, oid bigint, detail jsonb (the comment), bytes bigint
+// (the table with its partitions, indexes and TOAST).
+std::string quarantine_catalog_sql(std::string_view schema);
+
+// INSERT of one store row, ON CONFLICT (id) DO NOTHING. Parameters: $1 database_name, $2 detail
+// jsonb, $3 quarantine_schema, $4 quarantine_table, $5 bytes, $6 snapshot_id (uuid text or NULL),
+// $7 event_id (or NULL), $8 retention seconds, $9 application_name, $10 client_addr.
+std::string quarantine_record_sql(std::string_view store_table);
+
+// "schema.table" (each part optionally double-quoted) as a quoted identifier pair.
+std::string quote_qualified_ident(std::string_view qualified);
+std::string quote_ident_always(std::string_view name);
+
+}  // namespace predrop::capture
