@@ -102,9 +102,9 @@ void run_pass(BaselineSchedule::State& st, spdlog::logger& log, const std::share
   o.enrich_identity_sql = cfg->enrich_identity_sql;
   o.enrich_provenance_sql = cfg->enrich_provenance_sql;
   o.actor = "predrop serve baseline";
-  // The tables a DROP TABLE would be snapshotted for (kind 0), less baseline.exclude.
+  // The tables a DROP TABLE would be snapshotted for (kind 0; a quarantine snapshots too), less baseline.exclude.
   o.include = [cfg](const std::string& d, const std::string& schema, const std::string& table) {
-    return !cfg->baseline_excludes(schema, table) && cfg->decide(d, schema, table, 0).action == policy::Action::snapshot;
+    return !cfg->baseline_excludes(schema, table) && cfg->decide(d, schema, table, 0).action != policy::Action::skip;
   };
   o.cancelled = [&st] { return st.stopping(); };
   try {

@@ -219,11 +219,12 @@ void cmd_baseline(const Flags& f) {
   o.enrich_identity_sql = s.cfg->enrich_identity_sql;
   o.enrich_provenance_sql = s.cfg->enrich_provenance_sql;
   auto cfg = s.cfg;
-  // The policy's tables: those a DROP TABLE would be snapshotted for (kind 0 = drop_table), and
+  // The policy's tables: those a DROP TABLE would be snapshotted for (kind 0 = drop_table; a quarantine
+  // snapshots too), and
   // with --schema every table of those schemas; baseline.exclude either way.
   o.include = [cfg, all = !f.schemas.empty()](const std::string& db, const std::string& schema, const std::string& table) {
     if (cfg->baseline_excludes(schema, table)) return false;
-    return all || cfg->decide(db, schema, table, 0).action == policy::Action::snapshot;
+    return all || cfg->decide(db, schema, table, 0).action != policy::Action::skip;
   };
   bool bar = f.c.format == "text" && isatty(STDERR_FILENO);
   if (bar)

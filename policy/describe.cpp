@@ -63,6 +63,8 @@ std::string describe(const Config& config) {
   for (const auto& rule : config.rules) {
     out << YAML::BeginMap;
     for (const auto& spec : detail::rule_keys()) {
+      // A who-condition left out is empty, and empty is not a value the loader takes back.
+      if (spec.shape == detail::Shape::scalar && spec.get(rule).empty()) continue;
       out << YAML::Key << spec.name << YAML::Value;
       emit_value(out, spec, rule);
     }

@@ -56,6 +56,44 @@ ConfigKey secret_key(std::string name, Access access) {
   return k;
 }
 
+// Seconds, written as an integer or with a unit ("7d", "36h"); shown with the largest exact unit.
+template <class Access>
+ConfigKey duration_key(std::string name, Access access, long long lo, long long hi) {
+  ConfigKey k;
+  k.name = std::move(name);
+  k.type = "a duration (7d, 36h, 90m, 30s or seconds)";
+  k.reload = sighup;
+  k.set = [access, lo, hi](Config& c, std::string_view text) -> std::string {
+    auto v = parse_duration_s(text);
+    if (!v) return "expected a duration like 7d, 36h, 90m, 30s or an integer of seconds, got '" + std::string(text) + "'";
+    if (*v < lo || *v > hi)
+      return "must be between " + format_duration_s(lo) + " and " + format_duration_s(hi) + ", got " + std::string(text);
+    access(c) = *v;
+    return {};
+  };
+  k.get = [access](const Config& c) { return format_duration_s(access(c)); };
+  k.copy = [access](Config& dst, const Config& src) { access(dst) = access(src); };
+  return k;
+}
+
+// Bytes, written as an integer or with a 1024-based unit ("10GB"); 0 is no cap.
+template <class Access>
+ConfigKey size_key(std::string name, Access access) {
+  ConfigKey k;
+  k.name = std::move(name);
+  k.type = "a size (10GB, 512MB or bytes; 0 = no cap)";
+  k.reload = sighup;
+  k.set = [access](Config& c, std::string_view text) -> std::string {
+    auto v = parse_size_bytes(text);
+    if (!v) return "expected a size like 10GB, 512MB, 64kB or an integer of bytes, got '" + std::string(text) + "'";
+    access(c) = *v;
+    return {};
+  };
+  k.get = [access](const Config& c) { return std::to_string(access(c)); };
+  k.copy = [access](Config& dst, const Config& src) { access(dst) = access(src); };
+  return k;
+}
+
 std::vector<ConfigKey> build_config_keys() {
   std::vector<ConfigKey> k;
   k.push_back(endpoint_key<Config>("listen", [](auto& c) -> auto& { return c.listen; }, restart));
@@ -162,6 +200,20 @@ std::vector<ConfigKey> build_config_keys() {
                               100000, sighup));
   k.push_back(int_key<Config>("baseline.lanes", [](auto& c) -> auto& { return c.baseline_lanes; }, 1, 16, sighup));
 
+  k.push_back(string_key<Config>("quarantine.schema", [](auto& c) -> auto& { return c.quarantine_schema; }, sighup,
+                                 check_identifier));
+  k.back().nullable = false;
+  k.back().type = "a schema name";
+  k.push_back(duration_key("quarantine.retention", [](auto& c) -> auto& { return c.quarantine_retention_s; }, 1,
+                           3650LL * 86400));
+  k.push_back(size_key("quarantine.max_bytes", [](auto& c) -> auto& { return c.quarantine_max_bytes; }));
+  k.push_back(int_key<Config>("quarantine.max_tables", [](auto& c) -> auto& { return c.quarantine_max_tables; }, 0,
+                              100000000, sighup));
+  k.push_back(int_key<Config>("quarantine.purge_interval_s",
+                              [](auto& c) -> auto& { return c.quarantine_purge_interval_s; }, 1, 86400, sighup));
+  k.push_back(int_key<Config>("quarantine.lock_timeout_ms",
+                              [](auto& c) -> auto& { return c.quarantine_lock_timeout_ms; }, 1, 60000, sighup));
+
   k.push_back(enum_key<Config>("default.action", [](auto& c) -> auto& { return c.default_rule.action; }, kActions,
                                sighup));
   k.push_back(enum_key<Config>("default.on_failure", [](auto& c) -> auto& { return c.default_rule.on_failure; },
@@ -177,6 +229,39 @@ RuleKey glob_key(std::string name, std::string Rule::*field) {
                             });
   k.type = "a glob (* and ?)";
   k.nullable = false;
+  return k;
+}
+
+// user, application_name: a glob; an empty one is refused (the key left out means anyone).
+RuleKey who_glob_key(std::string name, std::string Rule::*field) {
+  auto k = string_key<Rule>(std::move(name), [field](auto& r) -> auto& { return r.*field; }, sighup,
+                            [](std::string_view text) {
+                              std::string err = glob_syntax_error(text);
+                              return err.empty() ? err : "glob " + err;
+                            });
+  k.type = "a glob (* and ?)";
+  k.nullable = false;
+  return k;
+}
+
+RuleKey client_addr_key() {
+  RuleKey k;
+  k.name = "client_addr";
+  k.type = "an address or CIDR (10.0.0.0/8, ::1)";
+  k.reload = sighup;
+  k.set = [](Rule& r, std::string_view text) -> std::string {
+    std::string why;
+    auto net = parse_cidr(text, &why);
+    if (!net) return why;
+    r.client_addr = std::string(text);
+    r.client_net = net;
+    return {};
+  };
+  k.get = [](const Rule& r) { return r.client_addr; };
+  k.copy = [](Rule& dst, const Rule& src) {
+    dst.client_addr = src.client_addr;
+    dst.client_net = src.client_net;
+  };
   return k;
 }
 
@@ -196,6 +281,7 @@ RuleKey kinds_key() {
   };
   k.set_list = [](Rule& r, const std::vector<std::string>& items) {
     r.kinds = 0;
+    r.kinds_set = true;
     for (const auto& item : items)
       if (auto i = kind_from_name(item)) r.kinds |= 1u << *i;
   };
@@ -205,7 +291,10 @@ RuleKey kinds_key() {
       if (r.kinds & (1u << i)) out.emplace_back(kind_name(i));
     return out;
   };
-  k.copy = [](Rule& dst, const Rule& src) { dst.kinds = src.kinds; };
+  k.copy = [](Rule& dst, const Rule& src) {
+    dst.kinds = src.kinds;
+    dst.kinds_set = src.kinds_set;
+  };
   return k;
 }
 
@@ -214,6 +303,9 @@ std::vector<RuleKey> build_rule_keys() {
   k.push_back(glob_key("database", &Rule::database));
   k.push_back(glob_key("schema", &Rule::schema));
   k.push_back(glob_key("table", &Rule::table));
+  k.push_back(who_glob_key("user", &Rule::user));
+  k.push_back(who_glob_key("application_name", &Rule::application_name));
+  k.push_back(client_addr_key());
   k.push_back(kinds_key());
   k.push_back(enum_key<Rule>("action", [](auto& r) -> auto& { return r.action; }, kActions, sighup));
   k.push_back(enum_key<Rule>("on_failure", [](auto& r) -> auto& { return r.on_failure; }, kOnFailure, sighup));

@@ -19,5 +19,14 @@ std::string join(const std::vector<std::string>& items, std::string_view sep);
 std::string trim(std::string_view text);
 // "schema.table" or "table", lower-case unquoted identifiers: the store table name is put into SQL.
 std::string check_qualified_identifier(std::string_view text);
+// One lower-case unquoted identifier (a schema name that is put into SQL).
+std::string check_identifier(std::string_view text);
+// Seconds: an integer, or a number with one unit s, m, h or d ("90m", "7d").
+std::optional<long long> parse_duration_s(std::string_view text);
+// The largest unit that divides it exactly: 604800 -> "7d", 90 -> "90s".
+std::string format_duration_s(long long seconds);
+// Bytes: an integer, or a number with one unit B, kB, MB, GB or TB, 1024-based as PostgreSQL's
+// sizes are (any case: "10GB", "512mb").
+std::optional<unsigned long long> parse_size_bytes(std::string_view text);
 
 }  // namespace predrop::policy::detail

@@ -152,6 +152,7 @@ void walk_rules(LoadContext& ctx, const YAML::Node& key, const YAML::Node& list)
     }
     Rule rule;
     DuplicateGuard guard;
+    Origin kinds_at = origin_at(ctx, entry.Mark());
     for (const auto& field : entry) {
       const YAML::Node key = field.first;
       const YAML::Node value = field.second;
@@ -162,8 +163,14 @@ void walk_rules(LoadContext& ctx, const YAML::Node& key, const YAML::Node& list)
         ctx.error(origin_at(ctx, key.Mark()), "unknown key '" + name + "' in " + label + did_you_mean(name, names));
         continue;
       }
+      if (name == "kinds") kinds_at = value_origin(ctx, key, value);
       apply_node(ctx, *spec, rule, key, value, label + "." + name);
     }
+    // Such a rule would quietly snapshot: it names no kind a quarantine can keep.
+    constexpr uint32_t kQuarantineKinds = 0b11;   // drop_table, drop_schema
+    if (rule.action == Action::quarantine && rule.kinds_set && (rule.kinds & kQuarantineKinds) == 0)
+      ctx.error(kinds_at, label + ": action quarantine covers only drop_table and drop_schema, but kinds names neither; "
+                                  "use action: snapshot for these kinds, or add drop_table");
     ctx.config.rules.push_back(std::move(rule));
   }
 }
