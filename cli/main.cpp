@@ -6,6 +6,8 @@
 #include "capture/capture.hpp"
 #include "cli/baseline_schedule.hpp"
 #include "cli/evidence.hpp"
+#include "cli/quarantine.hpp"
+#include "cli/quarantine_purger.hpp"
 #include "policy/policy.hpp"
 #include "proxy/server.hpp"
 
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   migrate->add_option("--config", migrate_config, "YAML config file");
 
   predrop::cli::register_evidence_commands(app);
+  predrop::cli::register_quarantine_commands(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -119,7 +122,9 @@ int main(int argc, char** argv) {
   auto cfg = std::make_shared<Config>(*base);
   flags(*cfg);
   predrop::cli::BaselineSchedule baseline(cfg, sf.config_path, flags);
+  predrop::cli::QuarantinePurger purger(cfg, sf.config_path, flags);
   int rc = predrop::proxy::serve(cfg, sf.config_path, flags);
+  purger.stop();
   baseline.stop();
   return rc;
 }
