@@ -88,6 +88,9 @@ struct SnapshotRequest {
   std::string reason = "pre_drop";   // pre_drop | post_create | post_alter | post_analyze
   std::string profile_of;            // post_analyze: the after whose profile this completes
   bool background = false;           // an after: capture connections go to holds first
+  // Run on the capture connection before the catalog read, once per database and text while it
+  // succeeds: the quarantine schema a quarantined DROP moves its tables into must exist first.
+  std::string prepare_sql;
   // The client session it came from (0: none). A hold's before absorbs the session's own afters of
   // the same name still waiting to run (capture/after_capture.hpp).
   uint64_t session = 0;
@@ -130,6 +133,11 @@ struct PendingOutcome {
   uint32_t oid = 0;
   std::string snapshot_id;
   std::string event_id;
+  // The statement was a quarantine's: a table found in this schema was quarantined, and its store
+  // row (predrop.quarantine) is written from its comment.
+  std::string quarantine_schema;
+  int64_t retention_s = 0;
+  std::string application_name, client_addr;
 };
 
 struct CaptureStats {
@@ -144,6 +152,7 @@ struct CaptureStats {
   uint64_t in_flight = 0;            // requests accepted, done() not yet called
   uint64_t dropped = 0;              // outcome checks: the table is gone
   uint64_t not_dropped = 0;          // outcome checks: the table survived (rollback, failed statement)
+  uint64_t quarantined = 0;          // outcome checks: the table is in the quarantine schema
   // The store as the last snapshot write, failed store write or store check found it.
   bool store_up = false;
   double store_last_success_unix_s = 0;  // 0: never

@@ -11,7 +11,7 @@ namespace predrop::capture {
 
 struct CaptureCounters {
   std::atomic<uint64_t> catalog{0}, enrich{0}, store{0}, written{0}, timeouts{0}, in_flight{0};
-  std::atomic<uint64_t> dropped{0}, not_dropped{0};
+  std::atomic<uint64_t> dropped{0}, not_dropped{0}, quarantined{0};
   std::atomic<uint64_t> retry_queued{0}, retry_lost{0}, waiting_updates{0};
   // Afters (capture/after_capture.hpp).
   std::atomic<uint64_t> afters_queued{0}, afters_written{0}, afters_lost{0}, afters_absorbed{0};

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "capture/conn_pool.hpp"
 #include "capture/ledger_writer.hpp"
 #include "capture/pg_async.hpp"
+#include "capture/quarantine_sql.hpp"
 #include "capture/snapshot_pipeline.hpp"
 #include "capture/store_admin.hpp"
 #include "capture/store_health.hpp"
@@ -24,6 +26,26 @@
 namespace predrop::capture {
 
 namespace asio = boost::asio;
+
+namespace {
+
+// Each pending OID with the quarantine schema of its statement ('' when none): where it is now.
+// Columns: oid, quarantine id (when it sits in that schema under a quarantine comment), name,
+// comment, bytes (with partitions, indexes and TOAST), schema.
+constexpr const char* kOutcomeCheckSql = R"SQL(
+SELECT u.o::bigint,
+       CASE WHEN n.nspname = u.q AND d.description LIKE '{%' THEN d.description::jsonb ->> 'id' END,
+       c.relname::text, d.description,
+       CASE WHEN n.nspname = u.q THEN (SELECT sum(pg_total_relation_size(p.relid))::bigint
+                                        FROM pg_partition_tree(c.oid) p) END,
+       n.nspname::text
+  FROM unnest($1::oid[], $2::text[]) AS u(o, q)
+  JOIN pg_class c ON c.oid = u.o
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
+)SQL";
+
+}  // namespace
 
 struct CaptureService::Impl {
   explicit Impl(CaptureConfig c)
@@ -78,29 +100,57 @@ struct CaptureService::Impl {
     return *sql;
   }
 
-  // After the client's transaction ended: which captured OIDs still exist, onto their rows.
+  // After the client's transaction ended: which captured OIDs still exist, and where, onto their
+  // rows. A table now in its statement's quarantine schema was quarantined: its store row is
+  // written from the comment its move left (the catalog is the truth, the store its index).
   void confirm(std::string database, std::vector<PendingOutcome> pending) {
     if (pending.empty()) return;
-    capture_pool.acquire(database, [this, pending = std::move(pending)](ConnPool::Conn conn, std::string err) {
+    capture_pool.acquire(database, [this, database, pending = std::move(pending)](ConnPool::Conn conn, std::string err) {
       if (!conn) return spdlog::warn("predrop outcome check: {}", err);
-      std::vector<std::optional<std::string>> oids;
-      for (const auto& p : pending) oids.push_back(std::to_string(p.oid));
+      std::vector<std::optional<std::string>> oids, schemas;
+      for (const auto& p : pending) oids.push_back(std::to_string(p.oid)), schemas.push_back(p.quarantine_schema);
       ++counters.catalog;
-      conn->exec("SELECT o::bigint FROM unnest($1::oid[]) AS o WHERE EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = o)",
-                 {pg_array_literal(oids)}, [this, conn, pending](PgResult r) {
+      conn->exec(kOutcomeCheckSql, {pg_array_literal(oids), pg_array_literal(schemas)},
+                 [this, conn, database, pending](PgResult r) {
                    capture_pool.release(conn, true);
                    counters.publish(capture_pool);
                    if (!r.ok()) return spdlog::warn("predrop outcome check failed: {}", r.error);
-                   std::set<uint32_t> alive;
-                   for (int i = 0; i < r.rows(); ++i) alive.insert(static_cast<uint32_t>(std::stoul(r.text(i, 0))));
-                   std::vector<std::string> outcomes;
+                   struct Found { std::string quarantine_id, table, detail, bytes, schema; };
+                   std::map<uint32_t, Found> alive;
+                   for (int i = 0; i < r.rows(); ++i) {
+                     Found f;
+                     if (!r.is_null(i, 1)) f.quarantine_id = r.text(i, 1);
+                     f.table = r.text(i, 2);
+                     f.detail = r.text(i, 3);
+                     f.bytes = r.text(i, 4);
+                     f.schema = r.text(i, 5);
+                     alive[static_cast<uint32_t>(std::stoul(r.text(i, 0)))] = std::move(f);
+                   }
+                   std::vector<std::string> outcomes, quarantine_ids;
                    for (const auto& p : pending) {
-                     bool survived = alive.count(p.oid) > 0;
+                     auto it = alive.find(p.oid);
+                     bool quarantined = it != alive.end() && !it->second.quarantine_id.empty();
+                     if (quarantined) {
+                       ++counters.quarantined;
+                       outcomes.push_back("quarantined");
+                       quarantine_ids.push_back(it->second.quarantine_id);
+                       const Found& f = it->second;
+                       Params params{database, f.detail, f.schema, f.table, f.bytes.empty() ? std::nullopt : std::optional(f.bytes),
+                                     p.snapshot_id.empty() ? std::nullopt : std::optional(p.snapshot_id),
+                                     p.event_id.empty() ? std::nullopt : std::optional(p.event_id),
+                                     std::to_string(p.retention_s), p.application_name, p.client_addr};
+                       ledger.exec([params = std::move(params)](const StoreSql&) {
+                         return BatchQuery{nullptr, quarantine_record_sql("predrop.quarantine"), params};
+                       }, "quarantine record");
+                       continue;
+                     }
+                     bool survived = it != alive.end();
                      ++(survived ? counters.not_dropped : counters.dropped);
                      outcomes.push_back(survived ? "not_dropped" : "dropped");
+                     quarantine_ids.emplace_back();
                    }
-                   ledger.exec([pending, outcomes](const StoreSql& s) {
-                     return BatchQuery{nullptr, s.outcome, outcome_params(pending, outcomes)};
+                   ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
+                     return BatchQuery{nullptr, s.outcome, outcome_params(pending, outcomes, quarantine_ids)};
                    }, "outcome update");
                  });
     });
@@ -210,6 +260,7 @@ CaptureStats CaptureService::stats() const {
   s.in_flight = c.in_flight;
   s.dropped = c.dropped;
   s.not_dropped = c.not_dropped;
+  s.quarantined = c.quarantined;
   s.store_up = impl_->health.up();
   s.store_last_success_unix_s = impl_->health.last_success_unix_s();
   s.store_retry_queued = c.retry_queued;

@@ -14,6 +14,7 @@ const char* to_string(SnapshotOutcome o) {
     case SnapshotOutcome::deduplicated: return "deduplicated";
     case SnapshotOutcome::unresolved: return "unresolved";
     case SnapshotOutcome::unparsed: return "unparsed";
+    case SnapshotOutcome::not_quarantined: return "not_quarantined";
   }
   return "unknown";
 }

@@ -19,8 +19,11 @@ enum class SnapshotOutcome : uint8_t {
   deduplicated,   // the same shape was written within dedup_window_s
   unresolved,     // may destroy what no parser can see (DO, EXECUTE, CALL): ledger row only
   unparsed,       // a statement the parser rejects whose targets its tokens do not show: ledger row only
+  // A quarantine rule covered it, but its substitute could not keep the table and ran the statement
+  // for real (after the snapshot): ledger row only, its error says why.
+  not_quarantined,
 };
-inline constexpr size_t kSnapshotOutcomeCount = static_cast<size_t>(SnapshotOutcome::unparsed) + 1;
+inline constexpr size_t kSnapshotOutcomeCount = static_cast<size_t>(SnapshotOutcome::not_quarantined) + 1;
 
 // The text the ledger stores (and the metric label): never changes for an existing value.
 const char* to_string(SnapshotOutcome o);

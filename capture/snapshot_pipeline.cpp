@@ -152,7 +152,28 @@ void SnapshotPipeline::start(JobPtr job) {
     if (!ec) fail(job, SnapshotOutcome::timeout, "deadline passed");
   });
   if (job->req.targets.empty()) return write(job);
-  acquire(job, capture_pool_, job->req.ctx.database, [this, job] { read_catalog(job); }, job->req.background);
+  acquire(job, capture_pool_, job->req.ctx.database, [this, job] { prepare(job); }, job->req.background);
+}
+
+void SnapshotPipeline::prepare(const JobPtr& job) {
+  if (job->req.prepare_sql.empty()) return read_catalog(job);
+  std::string key = job->req.ctx.database + '\n' + job->req.prepare_sql;
+  if (prepared_.count(key)) return read_catalog(job);
+  // Capture connections are read-only by default: this one statement writes, between the two SETs.
+  auto back_to_read_only = [this, job](PgResult) {
+    run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", {}},
+        [this, job](PgResult) { read_catalog(job); });
+  };
+  run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", {}},
+      [this, job, key, back_to_read_only](PgResult) {
+        run(job, BatchQuery{nullptr, job->req.prepare_sql, {}}, [this, job, key, back_to_read_only](PgResult r) {
+          // A failure is logged, not the capture's: the snapshot goes on, and the quarantine that
+          // needed the preparation falls back to the real statement by itself.
+          if (r.ok()) prepared_.insert(key);
+          else spdlog::warn("predrop quarantine schema in database {}: {}", job->req.ctx.database, r.error);
+          back_to_read_only(std::move(r));
+        });
+      });
 }
 
 void SnapshotPipeline::read_catalog(const JobPtr& job) {

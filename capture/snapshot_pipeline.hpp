@@ -42,6 +42,7 @@ class SnapshotPipeline {
   void release(const JobPtr& job, bool reusable = true);
   bool retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next);
   void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next);
+  void prepare(const JobPtr& job);
   void read_catalog(const JobPtr& job);
   void read_stats(const JobPtr& job);
   void enrich(const JobPtr& job, int which);
@@ -59,6 +60,7 @@ class SnapshotPipeline {
   CaptureCounters& counters_;
   LedgerWriter::SqlFor sql_for_;
   std::set<JobPtr> jobs_;
+  std::set<std::string> prepared_;   // database + '\n' + prepare_sql that succeeded
 };
 
 }  // namespace predrop::capture

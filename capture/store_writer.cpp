@@ -199,12 +199,15 @@ SELECT cardinality($1::uuid[]), (SELECT count(*) FROM b)
 
 constexpr const char* kOutcomeSql = R"SQL(
 WITH u AS (
-  SELECT NULLIF(sid, '')::uuid AS sid, NULLIF(eid, '')::uuid AS eid, outcome
-    FROM unnest($1::text[], $2::text[], $3::text[]) AS u(sid, eid, outcome)
+  SELECT NULLIF(sid, '')::uuid AS sid, NULLIF(eid, '')::uuid AS eid, outcome, NULLIF(qid, '')::uuid AS qid
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(sid, eid, outcome, qid)
 ), a AS (
-  UPDATE @STORE@ s SET drop_outcome = u.outcome, outcome_at = now() FROM u WHERE s.id = u.sid RETURNING 1
+  UPDATE @STORE@ s SET drop_outcome = u.outcome, outcome_at = now(),
+         extra = CASE WHEN u.qid IS NULL THEN s.extra
+                      ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_build_object('quarantine_id', u.qid) END
+    FROM u WHERE s.id = u.sid RETURNING 1
 ), b AS (
-  UPDATE @EVENTS@ e SET drop_outcome = u.outcome, outcome_at = now()
+  UPDATE @EVENTS@ e SET drop_outcome = u.outcome, outcome_at = now(), quarantine_id = u.qid
     FROM u WHERE e.id = u.eid OR (u.eid IS NULL AND e.snapshot_id = u.sid)
   RETURNING 1
 )
@@ -356,14 +359,16 @@ Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vect
   return {pg_array_literal(s), pg_array_literal(e), ms_text(hold_ms)};
 }
 
-Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes) {
-  Column s, e, o;
+Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
+                      const std::vector<std::string>& quarantine_ids) {
+  Column s, e, o, q;
   for (size_t i = 0; i < pending.size(); ++i) {
     s.push_back(pending[i].snapshot_id);
     e.push_back(pending[i].event_id);
     o.push_back(outcomes[i]);
+    q.push_back(i < quarantine_ids.size() ? quarantine_ids[i] : std::string());
   }
-  return {pg_array_literal(s), pg_array_literal(e), pg_array_literal(o)};
+  return {pg_array_literal(s), pg_array_literal(e), pg_array_literal(o), pg_array_literal(q)};
 }
 
 std::string new_uuid() {

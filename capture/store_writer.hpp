@@ -46,7 +46,9 @@ Params copy_after_params(const std::string& before_id, const std::string& reason
                          const StatementContext& ctx, const CaptureConfig& cfg);
 Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms);
 // outcomes[i] is "dropped" or "not_dropped" for pending[i].
-Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes);
+// quarantine_ids[i]: the quarantine that holds pending[i] (outcome "quarantined"), else empty.
+Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
+                      const std::vector<std::string>& quarantine_ids);
 
 // A random (version 4) UUID, as text.
 std::string new_uuid();

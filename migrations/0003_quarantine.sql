@@ -27,3 +27,5 @@ CREATE TABLE IF NOT EXISTS predrop.quarantine (
 -- undrop and list look a table's versions up by name, newest first; the purger what is held.
 CREATE INDEX IF NOT EXISTS quarantine_by_name ON predrop.quarantine (database_name, schema_name, table_name, dropped_at);
 CREATE INDEX IF NOT EXISTS quarantine_held ON predrop.quarantine (database_name, dropped_at) WHERE state = 'held';
+-- The ledger row of a quarantined table names its quarantine (the snapshot row's extra does too).
+ALTER TABLE predrop.drop_events ADD COLUMN IF NOT EXISTS quarantine_id uuid;

@@ -606,6 +606,17 @@ std::optional<std::string> parse_statements(const std::string& sql, std::vector<
   for (const json& raw : items_of(tree, "stmts")) {
     Statement st;
     if (const json* node = child(raw, "stmt")) StatementWalker(st, shape_changes).walk(*node);
+    // JSON leaves out zero fields: a missing stmt_len means "to the end of the text".
+    auto number = [&](const char* key) -> uint64_t {
+      auto it = raw.find(key);
+      return it != raw.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+    };
+    uint64_t begin = std::min<uint64_t>(number("stmt_location"), sql.size());
+    uint64_t length = number("stmt_len");
+    if (length == 0 || begin + length > sql.size()) length = sql.size() - begin;
+    st.text_begin = static_cast<uint32_t>(begin);
+    st.text_length = static_cast<uint32_t>(length);
+    st.has_span = true;
     out.push_back(std::move(st));
   }
   return std::nullopt;
@@ -632,6 +643,7 @@ Facts classify_uncached(std::string_view sql_view, bool standard_conforming_stri
 
   // The "after" row of a shape change stores the normalised text and its fingerprint too.
   if (facts.destroys() || facts.unresolved() || facts.changes_shape()) compute_fingerprint(sql, facts);
+  if (facts.destroys()) facts.source = sql;
   return facts;
 }
 

@@ -87,6 +87,10 @@ struct Statement {
   bool unparsed = false;
   // Shape changes, reported only when classify() was asked for them (a temporary relation never is).
   std::vector<ShapeChange> changes;
+  // Where the statement is in the text (bytes; libpg_query's stmt_location / stmt_len), so that a
+  // quarantine can substitute it alone. Unknown (has_span false) for texts the parser rejects.
+  uint32_t text_begin = 0, text_length = 0;
+  bool has_span = false;
 };
 
 struct Facts {
@@ -102,6 +106,9 @@ struct Facts {
   std::string normalized;          // pg_query_normalize, then every leftover literal replaced by $n and comments
                                    // dropped: what the ledger stores; never holds a literal or a password. For a
                                    // text the parser rejects: every literal and number replaced on its tokens
+  // The text itself, kept only when it destroys something: a quarantine runs it inside its
+  // substitute (proxy/quarantine.cpp). Never logged or stored: it may hold literals.
+  std::string source;
 
   bool destroys() const;           // any statement has targets
   bool unresolved() const;         // any statement is unresolved risk

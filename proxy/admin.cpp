@@ -16,6 +16,7 @@
 
 #include "proxy/hold.hpp"
 #include "proxy/metrics.hpp"
+#include "proxy/quarantine_metrics.hpp"
 
 #ifndef PREDROP_VERSION
 #define PREDROP_VERSION "dev"
@@ -156,6 +157,16 @@ std::string render_metrics(ProxyContext& ctx) {
   if (ctx.capture) cap = ctx.capture->stats();
   sample(out, "predrop_drop_outcomes_total", "outcome=\"dropped\"", cap.dropped);
   sample(out, "predrop_drop_outcomes_total", "outcome=\"not_dropped\"", cap.not_dropped);
+  sample(out, "predrop_drop_outcomes_total", "outcome=\"quarantined\"", cap.quarantined);
+  counter(out, "predrop_quarantined_total", "Tables a committed DROP moved into the quarantine schema (outcome checks).",
+          cap.quarantined);
+  counter(out, "predrop_quarantine_substitutions_total",
+          "Statements a quarantine rule covered that reached the server as their substitute.",
+          m.quarantine_substitutions.load());
+  counter(out, "predrop_quarantine_fallbacks_total",
+          "Statements a quarantine rule covered that ran for real: the substitute could not keep a table, or the text could not be substituted.",
+          m.quarantine_fallbacks.load());
+  render_quarantine_metrics(out);
   out += m.hold_duration.render("predrop_hold_duration_seconds", "Time a destructive statement was held.");
   out += m.capture_duration.render("predrop_capture_duration_seconds", "Time to capture and write a statement's snapshots.");
   header(out, "predrop_capture_pool_connections", "gauge", "Capture connections, by state.");

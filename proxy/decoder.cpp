@@ -48,7 +48,7 @@ constexpr TableRow kBackendRows[] = {
     {'Z', "ReadyForQuery", Need::whole},
     {'C', "CommandComplete", Need::whole},
     {'E', "ErrorResponse", Need::whole},
-    {'N', "NoticeResponse", Need::header},
+    {'N', "NoticeResponse", Need::whole},      // a substitute's: its context line is predrop's
     {'A', "NotificationResponse", Need::header},
     // Whole (5 bytes): the ones answering predrop's own Parse and Bind are removed.
     {'1', "ParseComplete", Need::whole},
@@ -343,6 +343,39 @@ void Decoder::replace_last_with_refusal() {
   portals_.erase(std::string());
 }
 
+void Decoder::substitute_last(std::shared_ptr<const Substitutes> substitutes) {
+  using K = OwedReply::Kind;
+  if (owed_.empty() || !substitutes || substitutes->empty()) return;
+  if (owed_.back().kind == K::query) {
+    owed_.back().substitutes = std::move(substitutes);
+    return;
+  }
+  OwedReply execute = std::move(owed_.back());
+  owed_.pop_back();
+  OwedReply parse{K::parse};
+  parse.injected = true;
+  OwedReply bind{K::bind};
+  bind.injected = true;
+  owed_.push_back(std::move(parse));
+  owed_.push_back(std::move(bind));
+  execute.substitutes = std::move(substitutes);
+  owed_.push_back(std::move(execute));
+  // The substitute took the unnamed statement and portal.
+  statements_.erase(std::string());
+  portals_.erase(std::string());
+}
+
+const Substitute* Decoder::running_substitute() const {
+  using K = OwedReply::Kind;
+  if (owed_.empty()) return nullptr;
+  const OwedReply& e = owed_.at(0);
+  if (!e.substitutes || (e.kind != K::query && e.kind != K::execute)) return nullptr;
+  const uint16_t k = e.kind == K::query ? e.completed : 0;
+  for (const auto& s : *e.substitutes)
+    if (s.index == k) return &s;
+  return nullptr;
+}
+
 // How one statement the server completed moves the search_path (path null: only the block state
 // moves). A multi-statement Query runs as one implicit transaction block, so its SET LOCAL holds to
 // its end; a COMMIT or ROLLBACK in the text ends the block the text itself opened.
@@ -631,6 +664,7 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
       OwedReply& e = owed_.front();
       if (e.kind == K::execute || e.kind == K::query) {
         if (e.kind == K::execute) e.completed = 0;
+        ev.substitute = running_substitute();
         const size_t k = e.completed;
         apply_completed(e);
         if (track_shape_) {
@@ -649,7 +683,18 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
       return ev;
     }
     case 'E':
+      ev.substitute = running_substitute();
       account_error(ev);
+      return ev;
+    case 'N':
+      if ((ev.substitute = running_substitute())) {
+        wire::ErrorFields f = wire::parse_error_fields(body, blen);
+        if (f.sqlstate == kSubstituteWarningState) {
+          ev.kind = BackendEvent::Kind::swallow;
+          ev.substitute_warning = f.message.empty() ? "the substitute could not keep the table" : f.message;
+          ev.substitute = nullptr;
+        }
+      }
       return ev;
     case 'Z': {
       char status = r.byte();

@@ -90,6 +90,18 @@ struct HeldTable {
   std::string snapshot_id;
 };
 
+// A statement predrop runs in the client's place (a quarantine's substitute, proxy/quarantine.hpp):
+// its replies are the client's, less what the substitute itself adds.
+struct Substitute {
+  uint16_t index = 0;   // which statement of the owed entry's text (an Execute's: 0)
+  std::string tag;      // the CommandComplete tag the client gets instead of "DO"
+  std::string text;     // the client's statement, as the substitute EXECUTEs it
+};
+using Substitutes = std::vector<Substitute>;
+// SQLSTATE of the warning a substitute raises for predrop alone (swallowed): it could not keep the
+// table and ran the statement for real; the message says why.
+inline constexpr std::string_view kSubstituteWarningState = "PQ001";
+
 // The replies the server owes, oldest first. Each entry is one frontend message that the server
 // answers (or, for Sync, Query and FunctionCall, a ReadyForQuery it ends with).
 struct OwedReply {
@@ -105,6 +117,7 @@ struct OwedReply {
   std::string deferred_name;                    // parse: a statement name bound only at ParseComplete
   std::shared_ptr<const parser::Facts> previous;   // parse, deferred: what the name meant before
   std::shared_ptr<const std::vector<HeldTable>> held;   // query / execute: what its hold snapshotted
+  std::shared_ptr<const Substitutes> substitutes;        // query / execute: statements predrop replaced
 };
 
 // A queue with a moving head, compacted as it goes so that a long pipeline never grows it
@@ -158,6 +171,10 @@ struct BackendEvent {
   bool sasl_offer = false;        // AuthenticationSASL: the mechanism list
   bool refusal_error = false;     // the ErrorResponse answering predrop's stand-in for a refused statement
   bool desync = false;            // a reply that matches no owed entry (counted; the relay goes on)
+  // A CommandComplete, ErrorResponse or NoticeResponse of a substitute: the relay gives the client
+  // the statement's tag, or the message less the substitute's context line.
+  const Substitute* substitute = nullptr;
+  std::string substitute_warning;   // the substitute's own warning to predrop (swallowed): why it fell back
   char status = 0;
   std::string key;
   std::string error;
@@ -210,6 +227,11 @@ class Decoder {
   // predrop sends a stand-in that raises instead. Simple protocol: a Query in its place. Extended:
   // Parse + Bind + Execute of the unnamed statement, whose ParseComplete and BindComplete are swallowed.
   void replace_last_with_refusal();
+  // The statement at the back of the owed queue reaches the server as its substitutes. Simple
+  // protocol: the Query keeps its entry (the new text has as many statements). Extended: predrop
+  // sends Parse + Bind + Execute of the unnamed statement, whose ParseComplete and BindComplete are
+  // swallowed, in place of the client's Execute.
+  void substitute_last(std::shared_ptr<const Substitutes> substitutes);
   // The session's search_path as the server will have it once every owed reply has arrived
   // without error: what a statement judged now runs under.
   parser::SearchPathTracker search_path_ahead() const;
@@ -250,6 +272,7 @@ class Decoder {
   void copy_in_began();
   void track_shape(const parser::Statement& st, const OwedReply& entry);
   void end_shape_transaction(bool committed);
+  const Substitute* running_substitute() const;
 
   parser::Classifier& classifier_;
   bool standard_conforming_strings_ = true;

@@ -79,14 +79,27 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   // Several statements in one Query, or an Execute's segment up to its Sync, run in one implicit
   // transaction: SET LOCAL holds to its end.
   bool in_block = in.transaction_status != 'I' || in.type == 'E' || in.facts->statements.size() > 1;
-  for (const auto& st : in.facts->statements) {
+  for (size_t index = 0; index < in.facts->statements.size(); ++index) {
+    const parser::Statement& st = in.facts->statements[index];
     apply_statement(&path, st, in_block, in.transaction_status);
     if (st.temporary) continue;
+    QuarantineStatement quarantine{index, {cfg.quarantine_schema, {}, {}, false, cfg.quarantine_max_bytes}, false};
+    bool quarantines = false;
     for (const auto& t : st.targets) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
       auto effective = path.effective(in.user);
       std::string schema_for_policy;
       policy::Decision decision = decide_relation(cfg, db, who, t.relation, t.kind, effective, schema_for_policy);
+      const bool quarantined = decision.action == policy::Action::quarantine &&
+                               (t.kind == parser::DestroyKind::drop_table || t.kind == parser::DestroyKind::drop_schema);
+      if (t.kind == parser::DestroyKind::drop_table)
+        quarantine.move.tables.push_back({t.relation.schema, t.relation.name, quarantined});
+      if (t.kind == parser::DestroyKind::drop_schema && quarantined) {
+        quarantine.move.schemas.push_back(t.relation.name);
+        quarantine.drop_schema = true;
+      }
+      quarantine.move.cascade = quarantine.move.cascade || t.cascade;
+      quarantines = quarantines || quarantined;
       if (decision.action == policy::Action::skip) {
         plan.skipped.emplace_back(schema_for_policy, t.relation.name);
         continue;
@@ -100,7 +113,11 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       req.targets.push_back(std::move(spec));
       if (req.search_path.empty()) req.search_path = effective;
     }
+    if (quarantines) plan.quarantine.statements.push_back(std::move(quarantine));
   }
+  if (!plan.quarantine.empty())
+    req.prepare_sql = "DO $predrop_prepare$BEGIN " + capture::quarantine_prepare_sql(cfg.quarantine_schema) +
+                      "; END$predrop_prepare$";
   return plan;
 }
 
@@ -111,6 +128,26 @@ void Hold::begin(HoldInput in) {
   held_bytes_ = in.held_bytes;
   context_ = std::make_unique<capture::StatementContext>(in.context);
   HoldPlan plan = plan_hold(*cfg_, in);
+  substitute_.reset();
+  quarantine_schema_.clear();
+  if (!plan.quarantine.empty()) {
+    std::optional<SubstitutedText> text;
+    try {
+      text = substitute_text(*in.facts, plan.quarantine);
+    } catch (const std::exception& e) {
+      spdlog::warn("session {}: quarantine not possible for this statement ({}); it runs as sent", session_.client_addr_,
+                   e.what());
+    }
+    if (text) {
+      substitute_ = std::make_unique<SubstitutedText>(std::move(*text));
+      quarantine_schema_ = cfg_->quarantine_schema;
+      quarantine_retention_s_ = cfg_->quarantine_retention_s;
+    } else {
+      metrics().quarantine_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("session {}: a quarantine rule covers a statement whose text predrop cannot substitute (fingerprint {}); "
+                   "it runs as sent, after its snapshot", session_.client_addr_, in.facts->fingerprint);
+    }
+  }
 
   for (const auto& [schema, table] : plan.skipped) {
     metrics().count_snapshot(SnapshotOutcome::policy_skip);
@@ -158,8 +195,9 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   metrics().capture_duration.observe(result.capture_ms / 1000.0);
   for (const auto& t : result.tables) {
     metrics().count_snapshot(t.outcome);
-    if (t.outcome == SnapshotOutcome::written && t.oid != 0)
-      session_.pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id});
+    if (t.oid != 0 && (t.outcome == SnapshotOutcome::written || (substitute_ && t.outcome == SnapshotOutcome::deduplicated)))
+      session_.pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id, quarantine_schema_, quarantine_retention_s_,
+                                            context_->application_name, context_->client_addr});
   }
   if (result.tables.empty()) metrics().count_snapshot(result.outcome);
   if (session_.decoder_->tracks_shape_changes()) {
@@ -233,6 +271,26 @@ void Session::end_hold(HoldEnding ending, std::string_view sqlstate, const std::
   switch (ending) {
     case HoldEnding::released:
     case HoldEnding::failed_open:
+      if (const SubstitutedText* sub = hold_.substitute()) {
+        // The quarantine: the substitute reaches the server in the message's place (the same
+        // statements, so the decoder's entry for it stands), and its replies are made the client's.
+        metrics().quarantine_substitutions.fetch_add(1, std::memory_order_relaxed);
+        p.discard = hold_.held_bytes();
+        if (hold_.type() == 'Q') {
+          append_message(p.inject, 'Q', std::string_view(sub->sql.c_str(), sub->sql.size() + 1));
+        } else {
+          std::string parse;
+          parse.push_back('\0');
+          parse.append(sub->sql);
+          parse.push_back('\0');
+          parse.append("\0\0", 2);
+          append_message(p.inject, 'P', parse);
+          append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
+          append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
+        }
+        decoder_->substitute_last(std::make_shared<const Substitutes>(sub->substitutes));
+        break;
+      }
       p.scan += hold_.held_bytes();
       break;
     case HoldEnding::refused:
@@ -350,6 +408,19 @@ void Session::on_cancel_request(std::string packet, std::function<void()> done) 
       });
     });
   });
+}
+
+void Session::note_substitute_fallback(const std::string& why) {
+  metrics().quarantine_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  metrics().count_snapshot(SnapshotOutcome::not_quarantined);
+  spdlog::warn("session {}: quarantine could not keep the table, the statement ran for real after its snapshot: {}",
+               client_addr_, why);
+  if (!ctx_.capture) return;
+  capture::EventRecord ev;
+  if (const capture::StatementContext* held = hold_.context()) ev.ctx = *held;
+  ev.outcome = SnapshotOutcome::not_quarantined;
+  ev.error = why;
+  ctx_.capture->record_event(std::move(ev));
 }
 
 void Session::confirm_outcomes() {

@@ -15,6 +15,7 @@
 #include "parser/parser.hpp"
 #include "policy/policy.hpp"
 #include "proxy/hold_machine.hpp"
+#include "proxy/quarantine.hpp"
 
 namespace predrop::proxy {
 
@@ -37,6 +38,7 @@ struct HoldPlan {
   capture::SnapshotRequest request;
   std::vector<std::pair<std::string, std::string>> skipped;   // schema, table: a rule says skip
   bool fail_closed = false;
+  QuarantinePlan quarantine;   // statements a quarantine rule covers: substituted once released
 };
 // The rule that covers a relation, for the session `who`. Unqualified names (schema empty) are decided
 // by the first schema of `effective` that a rule names, else its first; schema_for_policy says which
@@ -59,6 +61,9 @@ class Hold {
   char type() const { return type_; }
   uint64_t held_bytes() const { return held_bytes_; }
   const capture::StatementContext* context() const { return context_.get(); }
+  // What reaches the server in place of the held message once it is released: the client's text with
+  // its quarantined statements substituted (proxy/quarantine.hpp). Null: the message as it is.
+  const SubstitutedText* substitute() const { return substitute_.get(); }
 
   // Starts holding the message; it ends later through Session::end_hold, never from inside begin.
   void begin(HoldInput in);
@@ -79,6 +84,9 @@ class Hold {
   std::chrono::steady_clock::time_point started_;
   // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
   std::unique_ptr<capture::StatementContext> context_;
+  std::unique_ptr<SubstitutedText> substitute_;
+  std::string quarantine_schema_;   // of this hold's quarantine, for its outcome check
+  int64_t quarantine_retention_s_ = 0;
   std::unique_ptr<boost::asio::steady_timer> timer_;
 };
 

@@ -55,6 +55,10 @@ struct Metrics {
   std::array<std::atomic<uint64_t>, capture::kSnapshotOutcomeCount> snapshots{};   // by SnapshotOutcome
   std::atomic<uint64_t> protocol_desync{0};   // server replies that matched nothing the decoder saw owed
   std::array<std::atomic<uint64_t>, 5> hold_endings{};   // by HoldEnding
+  // Quarantine (proxy/quarantine.hpp): statements substituted, and those whose substitute could not
+  // keep its tables (or that could not be substituted) and ran as sent.
+  std::atomic<uint64_t> quarantine_substitutions{0};
+  std::atomic<uint64_t> quarantine_fallbacks{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};

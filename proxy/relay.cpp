@@ -456,6 +456,12 @@ Session::ScanResult Session::scan(Pipe& p) {
       remove_message(p, total);
       continue;
     }
+    if (v == Verdict::replace) {
+      // Its replacement (longer) waits in p.inject: what was decided before it leaves first, then
+      // the replacement, then scanning goes on.
+      remove_message(p, total);
+      return ScanResult::need_more;
+    }
     size_t n = static_cast<size_t>(std::min<uint64_t>(total, avail));
     p.scan += n;
     p.pass_remaining = total - n;
@@ -493,7 +499,18 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
     return Verdict::stop;
   }
   if (ev.desync) metrics().protocol_desync.fetch_add(1, std::memory_order_relaxed);
-  if (ev.kind == BackendEvent::Kind::swallow) return Verdict::swallow;
+  if (ev.kind == BackendEvent::Kind::swallow) {
+    if (!ev.substitute_warning.empty()) note_substitute_fallback(ev.substitute_warning);
+    return Verdict::swallow;
+  }
+  if (ev.substitute) {
+    if (msg[0] == 'C') {
+      p.inject += wire::command_complete(ev.substitute->tag);
+      return Verdict::replace;
+    }
+    size_t new_total = wire::remove_substitute_context(msg, total, ev.substitute->text);
+    if (new_total != total) shrink_message(p, total, new_total), total = new_total;
+  }
   if (ev.sasl_offer && strip_plus_) {
     size_t new_total = wire::strip_scram_plus(msg, total);
     if (new_total != total) shrink_message(p, total, new_total), total = new_total;

@@ -97,8 +97,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_written(Pipe& p, size_t n);
   enum class ScanResult { need_more, held, error };
   ScanResult scan(Pipe& p);
-  // forward: relay it; hold: it waits, whole, at scan; swallow: remove it; stop: the pipe reads no more.
-  enum class Verdict { forward, hold, swallow, stop };
+  // forward: relay it; hold: it waits, whole, at scan; swallow: remove it; stop: the pipe reads no
+  // more; replace: remove it, its replacement is in the pipe's inject.
+  enum class Verdict { forward, hold, swallow, stop, replace };
   // msg: the whole message, or for a Parse or Bind past limits.max_inspect_bytes its first bytes.
   Verdict judge_frontend(std::string_view msg, uint64_t total);
   Verdict judge_backend(Pipe& p, char* msg, size_t& total);
@@ -130,6 +131,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total);
   void end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message);
   void confirm_outcomes();
+  // The substitute of a quarantined statement ran it for real: why, for the log and the ledger.
+  void note_substitute_fallback(const std::string& why);
   // after.cpp
   void capture_afters();
   capture::StatementContext statement_context(const parser::Facts& facts) const;

@@ -117,6 +117,50 @@ size_t remove_error_field(char* msg, size_t len, char code) {
   return len;
 }
 
+size_t remove_substitute_context(char* msg, size_t len, std::string_view statement) {
+  if (len < kHeaderLen + 1 || (msg[0] != 'E' && msg[0] != 'N')) return len;
+  size_t pos = kHeaderLen;
+  while (pos < len && msg[pos] != '\0') {
+    const void* nul = std::memchr(msg + pos + 1, '\0', len - pos - 1);
+    if (!nul) return len;
+    size_t field_end = static_cast<size_t>(static_cast<const char*>(nul) - msg) + 1;
+    if (msg[pos] != 'W') {
+      pos = field_end;
+      continue;
+    }
+    // The value is msg[pos+1, field_end-1). The server quotes the statement whole in its line
+    // ("SQL statement \"…\"", translated), and the DO's line follows it.
+    std::string_view value(msg + pos + 1, field_end - 1 - (pos + 1));
+    std::string quoted;
+    quoted.reserve(statement.size() + 3);
+    quoted.append("\"").append(statement).append("\"\n");
+    size_t at = value.rfind(quoted);
+    if (at == std::string_view::npos) return len;
+    size_t line = value.rfind('\n', at);
+    size_t keep = line == std::string_view::npos ? 0 : line;   // the newline before our line goes too
+    if (keep == 0) {
+      std::memmove(msg + pos, msg + field_end, len - field_end);
+      len -= field_end - pos;
+    } else {
+      size_t cut_from = pos + 1 + keep, cut_to = field_end - 1;   // keep the field's NUL
+      std::memmove(msg + cut_from, msg + cut_to, len - cut_to);
+      len -= cut_to - cut_from;
+    }
+    write_u32(msg + 1, static_cast<uint32_t>(len - 1));
+    return len;
+  }
+  return len;
+}
+
+std::string command_complete(std::string_view tag) {
+  std::string m(kHeaderLen, '\0');
+  m[0] = 'C';
+  m.append(tag);
+  m.push_back('\0');
+  write_u32(m.data() + 1, static_cast<uint32_t>(m.size() - 1));
+  return m;
+}
+
 std::optional<std::string> search_path_from_options(std::string_view options) {
   // The server splits options on unescaped whitespace; "\ " keeps a space.
   std::vector<std::string> args;

@@ -58,6 +58,13 @@ size_t strip_scram_plus(char* msg, size_t len);
 // message (header included); returns the new total length.
 size_t remove_error_field(char* msg, size_t len, char code);
 
+// ErrorResponse / NoticeResponse raised inside a substitute that EXECUTEd `statement`: its context
+// field ends with the line naming that statement and the DO's own line. Removes them (and the
+// field, when nothing else is left). Works in place; returns the new total length.
+size_t remove_substitute_context(char* msg, size_t len, std::string_view statement);
+// A CommandComplete message with this tag.
+std::string command_complete(std::string_view tag);
+
 // Options "-c search_path=a,b" or "--search_path=a" from the startup packet's options parameter.
 std::optional<std::string> search_path_from_options(std::string_view options);
 

@@ -24,8 +24,8 @@ struct DecoderFixture : ::testing::Test {
 const std::set<char> kFrontendInspected{'Q', 'E', 'C'};
 const std::set<char> kFrontendNames{'P', 'B'};   // judged on their first max_inspect_bytes when longer
 const std::set<char> kFrontendHeader{'D', 'S', 'H', 'F', 'X', 'd', 'c', 'f', 'p'};
-const std::set<char> kBackendWhole{'R', 'K', 'S', 'Z', 'C', 'E', '1', '2'};
-const std::set<char> kBackendHeader{'N', 'A', '3', 't', 'T', 'n', 'D', 'I', 's', 'V', 'G', 'H', 'W', 'd', 'c', 'v'};
+const std::set<char> kBackendWhole{'R', 'K', 'S', 'Z', 'C', 'E', 'N', '1', '2'};
+const std::set<char> kBackendHeader{'A', '3', 't', 'T', 'n', 'D', 'I', 's', 'V', 'G', 'H', 'W', 'd', 'c', 'v'};
 
 TEST(DecoderTables, EveryMessageTypeOfBothDirections) {
   for (int c = 0; c < 256; ++c) {
