@@ -104,6 +104,10 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
       const std::string name = dbs.text(i, 0);
       try {
         auto db = std::make_shared<PgSession>(conninfo_with_dbname(cfg->capture_conninfo, name), "predrop-quarantine-purger");
+        // Only a quarantine this role owns (it ran the prepare SQL, or is a member of who did)
+        // is this predrop's to count and purge: another fleet's is left to that fleet.
+        auto own = db->exec("SELECT pg_has_role(nspowner, 'MEMBER') FROM pg_namespace WHERE nspname = $1", Params{qs.schema});
+        if (own.rows() == 0 || own.text(0, 0) != "t") continue;
         auto held = list_held(*db, name, qs.schema);
         now = std::stoll(db->exec("SELECT extract(epoch FROM now())::bigint").text(0, 0));
         scanned.insert(name);

@@ -1,0 +1,120 @@
+"""Undrop round trips (issue 16): a table quarantined by the move SQL (run as its owner in a
+transaction, as the proxy runs it) comes back whole with `predrop undrop`, run as the capture role
+(no superuser, a member of the owning role): rows, indexes (used by a plan), constraints (a
+violating insert still fails), owned and identity sequence values, privileges, comments; five
+drop-and-recreate cycles give five versions, each restorable with --as; a ROLLBACK leaves nothing;
+nobody who could not read the table before can read it in quarantine, and an ordinary role
+cannot drop it from there."""
+import psycopg2
+
+from qlib import QSCHEMA, main
+
+SETUP = """
+CREATE TABLE public.orders (
+  id serial PRIMARY KEY,
+  code text NOT NULL UNIQUE,
+  qty int CHECK (qty > 0),
+  n bigint GENERATED ALWAYS AS IDENTITY);
+CREATE INDEX orders_qty ON public.orders (qty);
+INSERT INTO public.orders (code, qty) SELECT 'c' || g, g FROM generate_series(1, 500) g;
+COMMENT ON TABLE public.orders IS 'the orders';
+COMMENT ON COLUMN public.orders.code IS 'the code';
+GRANT SELECT ON public.orders TO {reader};
+ANALYZE public.orders;
+"""
+
+
+def test(q):
+    reader, owner, cap = q.role("reader"), q.role("owner"), q.role("cap")
+    q.owner(SETUP.format(reader=f'"{reader}"'))
+    q.owner("SELECT nextval('orders_id_seq')")  # 501: a value the restore must continue after
+
+    # ROLLBACK: nothing stays in quarantine, the table is where it was.
+    q.check(q.move(["orders"], commit=False) is None, "the move runs (rolled back)")
+    q.check(q.held() == [] and q.value("SELECT to_regclass('public.orders') IS NOT NULL"),
+            "ROLLBACK leaves nothing in quarantine and the table in place")
+
+    err = q.move(["orders"])
+    q.check(err is None, "the move commits", err)
+    held = q.held()
+    q.check(len(held) == 1 and q.value("SELECT to_regclass('public.orders') IS NULL"),
+            "the table is gone from public and held once", held)
+    qt = held[0]["quarantine_table"]
+    d = held[0]["detail"]
+    q.check(qt.startswith(f"q{d['oid']}_") and qt.endswith("_orders"), "the name carries the OID and the name", qt)
+    q.check(d["comment"] == "the orders" and d["schema"] == "public" and d["table"] == "orders"
+            and d["dropped_by"] == owner, "the comment JSON records the original", d)
+    idx = q.value(f"SELECT count(*) FROM pg_class WHERE relnamespace = '{QSCHEMA}'::regnamespace "
+                  f"AND relname LIKE 'q{d['oid']}\\_i%'")
+    q.check(idx == 3, "its three indexes are renamed by OID in the quarantine schema", idx)
+
+    # Privileges in quarantine: the reader could read orders, but the schema grants no USAGE.
+    for who, sql, what in [(reader, f'SELECT count(*) FROM {QSCHEMA}."{qt}"', "SELECT"),
+                           (reader, f'DROP TABLE {QSCHEMA}."{qt}"', "DROP"),
+                           (owner, f'DROP TABLE {QSCHEMA}."{qt}"', "DROP (even by the table's owner)"),
+                           (owner, f'TRUNCATE {QSCHEMA}."{qt}"', "TRUNCATE")]:
+        try:
+            q.run_sql(who, sql)
+            q.check(False, f"{who} cannot {what} a quarantined table")
+        except psycopg2.Error as e:
+            q.check(e.pgcode == "42501", f"{who} cannot {what} a quarantined table ({e.pgcode})", e.pgerror)
+    q.check(q.value(f"SELECT has_schema_privilege('{reader}', '{QSCHEMA}', 'USAGE')") is False,
+            "nobody but the schema's owner has USAGE on the quarantine schema")
+
+    r = q.predrop("quarantine", "list", "--format", "json")
+    listed = r.json() if r.rc == 0 else []
+    q.check(len([e for e in listed if e["table"] == "orders"]) == 1, "quarantine list shows it", r)
+
+    r = q.predrop("undrop", "public.orders", "--format", "json")
+    q.check(r.rc == 0, "undrop as the capture role (a member of the owner, no superuser)", r)
+    q.check(q.value("SELECT count(*) FROM public.orders") == 500, "rows are back")
+    q.check(q.value("SELECT obj_description('public.orders'::regclass, 'pg_class')") == "the orders", "comment is back")
+    q.check(q.value("SELECT col_description('public.orders'::regclass, 2)") == "the code", "column comment is back")
+    names = sorted(r[0] for r in q.su("SELECT relname FROM pg_class WHERE relname LIKE 'orders%' ORDER BY 1"))
+    q.check(names == ["orders", "orders_code_key", "orders_id_seq", "orders_n_seq", "orders_pkey", "orders_qty"],
+            "table, index and sequence names are the original ones", names)
+    c = q.connect(owner)
+    with c.cursor() as cur:
+        cur.execute("SET enable_seqscan = off")
+        cur.execute("EXPLAIN SELECT * FROM public.orders WHERE qty = 7")
+        plan = "\n".join(x[0] for x in cur.fetchall())
+    c.close()
+    q.check("orders_qty" in plan, "the plan uses the restored index", plan)
+    nid, nn = q.run_sql(owner, "INSERT INTO public.orders (code, qty) VALUES ('new', 1) RETURNING id, n")[0]
+    q.check(nid == 502 and nn == 501, "serial and identity sequences continue where they were", (nid, nn))
+    for sql, code, what in [("INSERT INTO public.orders (code, qty) VALUES ('c1', 1)", "23505", "unique"),
+                            ("INSERT INTO public.orders (code, qty) VALUES ('x', -1)", "23514", "check"),
+                            ("INSERT INTO public.orders (code, qty) VALUES (NULL, 1)", "23502", "not null")]:
+        try:
+            q.owner(sql)
+            q.check(False, f"a violating insert still fails ({what})")
+        except psycopg2.Error as e:
+            q.check(e.pgcode == code, f"a violating insert still fails ({what}: {e.pgcode})", e.pgerror)
+    q.check(q.value(f"SELECT has_table_privilege('{reader}', 'public.orders', 'SELECT')") is True
+            and q.value("SELECT count(*) FROM public.orders", user=reader) == 501, "the reader's SELECT grant is kept")
+    q.check(q.held() == [], "nothing left in quarantine after the undrop")
+    rows = q.store_rows()
+    q.check(len(rows) == 1 and rows[0]["state"] == "restored", "the store row says restored", rows)
+
+    # Five drop-and-recreate cycles of one name: five versions, each restorable with --as.
+    for i in range(5):
+        if i > 0:
+            q.owner(f"CREATE TABLE public.orders (id int PRIMARY KEY, version int); INSERT INTO public.orders VALUES (1, {i})")
+        err = q.move(["public.orders"])
+        q.check(err is None, f"cycle {i}: the move commits (index names never collide)", err)
+    versions = [h for h in q.held() if h["detail"]["table"] == "orders"]
+    q.check(len(versions) == 5, "five versions held", [h["quarantine_table"] for h in versions])
+    q.owner("CREATE TABLE public.orders (id int)")
+    r = q.predrop("undrop", "public.orders")
+    q.check(r.rc != 0 and "--as" in r.err, "undrop refuses while the name is taken", r)
+    for i, h in enumerate(versions):
+        r = q.predrop("undrop", "public.orders", "--id", h["detail"]["id"], "--as", f"orders_v{i}")
+        q.check(r.rc == 0, f"version {i} restored --as orders_v{i}", r)
+    q.check(q.value("SELECT count(*) FROM public.orders_v0") == 501, "the first version is the 501-row table")
+    vals = [q.value(f"SELECT version FROM public.orders_v{i}") for i in range(1, 5)]
+    q.check(vals == [1, 2, 3, 4], "each later version holds its own row", vals)
+    q.check(q.held() == [], "all five versions restored")
+
+
+if __name__ == "__main__":
+    main(test, "roundtrip")
