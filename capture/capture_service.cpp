@@ -36,8 +36,8 @@ constexpr const char* kOutcomeCheckSql = R"SQL(
 SELECT u.o::bigint,
        CASE WHEN n.nspname = u.q AND d.description LIKE '{%' THEN d.description::jsonb ->> 'id' END,
        c.relname::text, d.description,
-       CASE WHEN n.nspname = u.q THEN (SELECT sum(pg_total_relation_size(p.relid))::bigint
-                                        FROM pg_partition_tree(c.oid) p) END,
+       CASE WHEN n.nspname = u.q THEN coalesce((SELECT sum(pg_total_relation_size(p.relid))::bigint
+                                                   FROM pg_partition_tree(c.oid) p), pg_total_relation_size(c.oid)) END,
        n.nspname::text
   FROM unnest($1::oid[], $2::text[]) AS u(o, q)
   JOIN pg_class c ON c.oid = u.o
