@@ -168,6 +168,7 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
     if (kept[i]) ++tables, bytes += all[i].t.bytes;
   metrics.tables = tables;
   metrics.bytes = bytes;
+  metrics.max_bytes = qs.max_bytes;
   metrics.scanned = true;
   // Rows still 'held' for tables no database lists any more: gone by other hands (a DROP by the
   // schema's owner, a restore of an old predrop): say so rather than count them as held.

@@ -29,7 +29,8 @@
 -- What the role gets, and nothing more:
 --   CONNECT on the covered database and on store_db;
 --   SELECT on the covered tables (pg_stats value profiles);
---   USAGE on the store schemas; SELECT, INSERT, UPDATE on the snapshot table and predrop.drop_events;
+--   USAGE on the store schemas; SELECT, INSERT, UPDATE on the snapshot table, predrop.drop_events
+--   and predrop.quarantine;
 --   SELECT on predrop.schema_migrations (start-up version check).
 -- Not: CREATE anywhere, DELETE/TRUNCATE on the store, superuser, CREATEROLE, CREATEDB, REPLICATION,
 -- BYPASSRLS. Because it cannot CREATE in the store, run predrop with store.migrate_on_start: false
@@ -82,6 +83,22 @@ SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'role')
     FROM unnest(string_to_array(:'covered_schemas', ',')) AS s \gexec
 \endif
 
+-- ---- the quarantine (opt-in: rules with action: quarantine; README "Quarantine: least privileges")
+-- quarantine_schema  create it here, owned by the role (so the purger may drop what it holds),
+--                    with CREATE for everyone and USAGE for nobody (a quarantined table is out of reach)
+-- quarantine_owners  comma-separated roles that own quarantined tables: membership lets undrop
+--                    move them back (leave unset to run undrop as an operator instead)
+\if :{?quarantine_schema}
+  SELECT format('CREATE SCHEMA IF NOT EXISTS %I AUTHORIZATION %I', :'quarantine_schema', :'role') \gexec
+  SELECT format('ALTER SCHEMA %I OWNER TO %I', :'quarantine_schema', :'role') \gexec
+  SELECT format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', :'quarantine_schema') \gexec
+  SELECT format('GRANT CREATE ON SCHEMA %I TO PUBLIC', :'quarantine_schema') \gexec
+\endif
+\if :{?quarantine_owners}
+  SELECT format('GRANT %I TO %I', o, :'role')
+    FROM unnest(string_to_array(:'quarantine_owners', ',')) AS o \gexec
+\endif
+
 -- ---- the store ----------------------------------------------------------------------------------
 \if :{?store_db}
   \connect :"store_db"
@@ -98,6 +115,9 @@ SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'role')
   SELECT format('GRANT SELECT, INSERT, UPDATE ON TABLE %I.%I, predrop.drop_events TO %I',
                 :'store_schema', :'store_table', :'role') \gexec
   SELECT format('GRANT SELECT ON TABLE predrop.schema_migrations TO %I', :'role') \gexec
+  -- Store version 3: the quarantine's rows (written after commit, reconciled by the purger).
+  SELECT format('GRANT SELECT, INSERT, UPDATE ON TABLE predrop.quarantine TO %I', :'role')
+    WHERE to_regclass('predrop.quarantine') IS NOT NULL \gexec
   -- The store is predrop's own: nothing else in it for this role.
   SELECT format('REVOKE CREATE ON SCHEMA %I FROM %I', s, :'role')
     FROM (SELECT DISTINCT unnest(ARRAY['predrop', :'store_schema']) AS s) AS schemas \gexec
