@@ -37,6 +37,13 @@ TEST_F(MigrateTest, FreshStoreThenIdempotentRerun) {
                         "hold_ms:double precision", "drop_outcome:text", "outcome_at:timestamp with time zone"})
     EXPECT_NE(snap_cols.find(c), std::string::npos) << c << " in " << snap_cols;
   EXPECT_NE(columns_of(db, "predrop", "drop_events").find("outcome:text"), std::string::npos);
+  // Version 3: the quarantine's rows.
+  EXPECT_GE(r1.to_version, 3);
+  std::string q_cols = columns_of(db, "predrop", "quarantine");
+  for (const char* c : {"id:uuid", "database_name:text", "table_oid:bigint", "quarantine_table:text",
+                        "dropped_at:timestamp with time zone", "expires_at:timestamp with time zone", "bytes:bigint",
+                        "snapshot_id:uuid", "event_id:uuid", "state:text", "state_reason:text", "detail:jsonb"})
+    EXPECT_NE(q_cols.find(c), std::string::npos) << c << " in " << q_cols;
   std::string indexes = db.value("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'schema_snapshots'");
   for (const char* ix : {"ix_schema_snapshots_table", "ix_schema_snapshots_identity", "ix_schema_snapshots_hash", "ix_schema_snapshots_provenance"})
     EXPECT_NE(indexes.find(ix), std::string::npos) << indexes;
