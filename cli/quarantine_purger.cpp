@@ -154,20 +154,25 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
   };
   for (size_t i = 0; i < all.size() && !st.stopping(); ++i)
     if (all[i].t.dropped_at + qs.retention_s <= now) purge(i, "expired");
-  auto over_cap = [&] {
+  // The caps are per database (a quarantine schema is): within each, oldest first; one that is
+  // locked is passed over for the next oldest.
+  auto over_cap = [&](const std::string& database) {
     uint64_t n = 0, bytes = 0;
     for (size_t i = 0; i < all.size(); ++i)
-      if (kept[i]) ++n, bytes += static_cast<uint64_t>(all[i].t.bytes);
+      if (kept[i] && all[i].t.database == database) ++n, bytes += static_cast<uint64_t>(all[i].t.bytes);
     return (qs.max_tables > 0 && n > qs.max_tables) || (qs.max_bytes > 0 && bytes > qs.max_bytes);
   };
-  // Oldest first; one that is locked is passed over for the next oldest.
-  for (size_t i = 0; i < all.size() && over_cap() && !st.stopping(); ++i)
-    if (kept[i]) purge(i, "cap");
+  for (size_t i = 0; i < all.size() && !st.stopping(); ++i)
+    if (kept[i] && over_cap(all[i].t.database)) purge(i, "cap");
   int64_t tables = 0, bytes = 0;
+  std::map<std::string, int64_t> per_database;
   for (size_t i = 0; i < all.size(); ++i)
-    if (kept[i]) ++tables, bytes += all[i].t.bytes;
+    if (kept[i]) ++tables, bytes += all[i].t.bytes, per_database[all[i].t.database] += all[i].t.bytes;
+  int64_t largest = 0;
+  for (const auto& [name, b] : per_database) largest = std::max(largest, b);
   metrics.tables = tables;
   metrics.bytes = bytes;
+  metrics.largest_database_bytes = largest;
   metrics.max_bytes = qs.max_bytes;
   metrics.scanned = true;
   // Rows still 'held' for tables no database lists any more: gone by other hands (a DROP by the

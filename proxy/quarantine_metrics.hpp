@@ -14,6 +14,7 @@ struct QuarantineMetrics {
   std::atomic<bool> scanned{false};  // no gauge before the first scan: an unknown is not a zero
   std::atomic<int64_t> tables{0};
   std::atomic<int64_t> bytes{0};
+  std::atomic<int64_t> largest_database_bytes{0};  // the caps are per database
   std::atomic<uint64_t> max_bytes{0};  // quarantine.max_bytes of that scan; 0 = no cap, no gauge
   std::atomic<uint64_t> purged_expired{0};
   std::atomic<uint64_t> purged_cap{0};
@@ -32,8 +33,11 @@ inline void render_quarantine_metrics(std::string& out) {
            "# TYPE predrop_quarantine_tables gauge\npredrop_quarantine_tables " + std::to_string(m.tables.load()) + "\n";
     out += "# HELP predrop_quarantine_bytes Bytes of the quarantined tables (with indexes and TOAST) at the purger's last scan.\n"
            "# TYPE predrop_quarantine_bytes gauge\npredrop_quarantine_bytes " + std::to_string(m.bytes.load()) + "\n";
+    out += "# HELP predrop_quarantine_database_bytes_max Bytes quarantined in the database holding the most (the caps are per database).\n"
+           "# TYPE predrop_quarantine_database_bytes_max gauge\npredrop_quarantine_database_bytes_max " +
+           std::to_string(m.largest_database_bytes.load()) + "\n";
     if (m.max_bytes.load() > 0)
-      out += "# HELP predrop_quarantine_max_bytes quarantine.max_bytes, the byte cap the purger enforces.\n"
+      out += "# HELP predrop_quarantine_max_bytes quarantine.max_bytes, the byte cap the purger enforces in each database.\n"
              "# TYPE predrop_quarantine_max_bytes gauge\npredrop_quarantine_max_bytes " + std::to_string(m.max_bytes.load()) + "\n";
   }
   out += "# HELP predrop_quarantine_purged_total Quarantined tables this process's purger dropped, by reason.\n"

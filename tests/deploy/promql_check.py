@@ -32,6 +32,7 @@ COUNTERS_GAUGES = {
     "predrop_quarantined_total": {},
     "predrop_quarantine_tables": {},
     "predrop_quarantine_bytes": {},
+    "predrop_quarantine_database_bytes_max": {},
     "predrop_quarantine_max_bytes": {},
     "predrop_quarantine_purged_total": {"reason": {"expired", "cap"}},
     "predrop_undrops_total": {},

@@ -150,6 +150,21 @@ def test(q):
         q.set_dropped_at(held["p_locked"]["quarantine_table"], ago(hours=2))
         q.check(wait_for(lambda: [h["detail"]["table"] for h in q.held()] == ["p_new"], 10),
                 "once expired and unlocked it is purged on a later round")
+
+        # max_bytes, after a SIGHUP: the oldest go until the database's quarantine fits.
+        more = quarantine_tables(q, ["b_1", "b_2"], rows=200)
+        cap = more["b_2"]["bytes"] + more["b_1"]["bytes"] // 2
+        with open(cfg, "w") as f:
+            f.write(f"quarantine:\n  retention: 1h\n  max_bytes: {cap}\n  purge_interval_s: 1\n  lock_timeout_ms: 100\n")
+        os.kill(p.pid, 1)
+        q.check(wait_for(lambda: [h["detail"]["table"] for h in q.held()] == ["b_2"], 10),
+                "after SIGHUP max_bytes purges oldest first (p_new, b_1) until the rest fits",
+                [h["detail"]["table"] for h in q.held()])
+        m = wait_for(lambda: (lambda x: x if x.get("predrop_quarantine_max_bytes") == cap else None)(metrics(admin)), 10) \
+            or metrics(admin)
+        q.check(m.get("predrop_quarantine_max_bytes") == cap and
+                m.get("predrop_quarantine_database_bytes_max") == more["b_2"]["bytes"] and
+                m.get('predrop_quarantine_purged_total{reason="cap"}') == 4, "the cap gauges and counters", m)
     finally:
         stop.set()
         t.join()
