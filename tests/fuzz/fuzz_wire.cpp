@@ -1,5 +1,6 @@
 // The startup packet parser and the decoders predrop applies to server messages.
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -22,5 +23,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write_u32(msg.data() + 1, static_cast<uint32_t>(msg.size() - 1));
   size_t n = strip_scram_plus(msg.data(), msg.size());
   if (n > msg.size() || read_u32(msg.data() + 1) != n - 1) __builtin_trap();
+  // remove_error_field and remove_substitute_context edit a whole ErrorResponse / NoticeResponse in
+  // place: the input's first byte picks the statement's length, the rest is the fields.
+  if (size > 0) {
+    size_t stmt_len = std::min<size_t>(data[0] % 16, size - 1);
+    std::string statement(p + 1, stmt_len);
+    for (char type : {'E', 'N'}) {
+      std::string m(5, '\0');
+      m[0] = type;
+      m.append(p + 1 + stmt_len, size - 1 - stmt_len);
+      write_u32(m.data() + 1, static_cast<uint32_t>(m.size() - 1));
+      size_t k = remove_substitute_context(m.data(), m.size(), statement);
+      if (k > m.size() || read_u32(m.data() + 1) != k - 1) __builtin_trap();
+      k = remove_error_field(m.data(), k, 'W');
+      if (read_u32(m.data() + 1) != k - 1) __builtin_trap();
+    }
+  }
   return 0;
 }
