@@ -34,6 +34,25 @@ def test(q):
     q.check(q.held() == [] and q.value("SELECT to_regclass('public.orders') IS NOT NULL"),
             "ROLLBACK leaves nothing in quarantine and the table in place")
 
+    # A savepoint rolled back, as a client's ROLLBACK TO: nothing stays either; and the block
+    # leaves the session's settings as they were (it deparses under its own search_path).
+    c = q.connect(owner)
+    c.autocommit = False
+    with c.cursor() as cur:
+        cur.execute("SET LOCAL search_path = public, pg_temp; SET LOCAL client_min_messages = notice")
+        cur.execute("SAVEPOINT s")
+        cur.execute(q.sql_print("move", "orders"))
+        cur.execute("SELECT current_setting('search_path'), current_setting('client_min_messages')")
+        settings = cur.fetchone()
+        cur.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'predrop_quarantine'::regnamespace")
+        inside = cur.fetchone()[0]
+        cur.execute("ROLLBACK TO SAVEPOINT s")
+    c.commit()
+    c.close()
+    q.check(settings == ("public, pg_temp", "notice"), "the move leaves search_path and client_min_messages alone", settings)
+    q.check(inside > 0 and q.held() == [] and q.value("SELECT to_regclass('public.orders') IS NOT NULL"),
+            "ROLLBACK TO SAVEPOINT leaves nothing in quarantine", inside)
+
     err = q.move(["orders"])
     q.check(err is None, "the move commits", err)
     held = q.held()
