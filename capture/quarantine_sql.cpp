@@ -323,10 +323,21 @@ std::string quarantine_move_sql(const QuarantineMove& move) {
 }
 
 std::string quarantine_prepare_sql(std::string_view schema) {
+  check_tag_free(schema);
   const std::string q = quote_ident_always(schema);
-  return "CREATE SCHEMA IF NOT EXISTS " + q + "; REVOKE ALL ON SCHEMA " + q + " FROM PUBLIC; GRANT CREATE ON SCHEMA " +
-         q + " TO PUBLIC; COMMENT ON SCHEMA " + q +
-         " IS 'predrop quarantine: dropped tables held for undrop; CREATE for all, USAGE for nobody'";
+  // One statement (a DO block), so it runs in the extended protocol too. The grants are (re)set
+  // only by the schema's owner: a role that finds someone else's schema leaves it as it is.
+  // CREATE SCHEMA IF NOT EXISTS wants CREATE on the database even when the schema exists.
+  return "DO $predrop_p$ BEGIN\n"
+         "  IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = " + literal(schema) + ") THEN\n"
+         "    CREATE SCHEMA IF NOT EXISTS " + q + ";\n"
+         "  END IF;\n"
+         "  IF pg_has_role((SELECT nspowner FROM pg_namespace WHERE nspname = " + literal(schema) + "), 'USAGE') THEN\n"
+         "    REVOKE ALL ON SCHEMA " + q + " FROM PUBLIC;\n"
+         "    GRANT CREATE ON SCHEMA " + q + " TO PUBLIC;\n"
+         "    COMMENT ON SCHEMA " + q + " IS 'predrop quarantine: dropped tables held for undrop; CREATE for all, USAGE for nobody';\n"
+         "  END IF;\n"
+         "END $predrop_p$";
 }
 
 std::string quarantine_catalog_sql(std::string_view schema) {

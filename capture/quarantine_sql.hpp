@@ -37,6 +37,7 @@ std::string quarantine_move_sql(const QuarantineMove& move);
 
 // Run by predrop's capture role in a database: the schema, and CREATE (not USAGE) for everyone,
 // so any owner can move a table in and nobody but the schema's owner can reach it afterwards.
+// ONE statement (a DO block); the grants are set only when the running role owns the schema.
 std::string quarantine_prepare_sql(std::string_view schema);
 
 // Rows (oldest drop first): quarantine_table text, oid bigint, detail jsonb (the comment), bytes bigint

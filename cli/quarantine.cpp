@@ -297,7 +297,15 @@ void cmd_list(const QFlags& f) {
   json all = json::array();
   try {
     for (const auto& dbname : databases(ctx, f.database)) {
-      PgSession db(conninfo_with_dbname(ctx.capture, dbname), "predrop-quarantine");
+      std::unique_ptr<PgSession> dbp;
+      try {
+        dbp = std::make_unique<PgSession>(conninfo_with_dbname(ctx.capture, dbname), "predrop-quarantine");
+      } catch (const std::exception& e) {
+        if (!f.database.empty()) throw;
+        std::cerr << "predrop quarantine list: warning: database " << dbname << " not listed: " << e.what() << "\n";
+        continue;
+      }
+      PgSession& db = *dbp;
       const int64_t now = server_now(db);
       for (const auto& h : list_held(db, dbname, ctx.qs.schema)) {
         all.push_back({{"database", dbname},
@@ -341,7 +349,15 @@ void cmd_purge(const QFlags& f) {
   int purged = 0, skipped = 0;
   try {
     for (const auto& dbname : databases(ctx, f.database)) {
-      PgSession db(conninfo_with_dbname(ctx.capture, dbname), "predrop-quarantine");
+      std::unique_ptr<PgSession> dbp;
+      try {
+        dbp = std::make_unique<PgSession>(conninfo_with_dbname(ctx.capture, dbname), "predrop-quarantine");
+      } catch (const std::exception& e) {
+        if (!f.database.empty()) throw;
+        std::cerr << "predrop quarantine purge: warning: database " << dbname << " not reached: " << e.what() << "\n";
+        continue;
+      }
+      PgSession& db = *dbp;
       const int64_t now = server_now(db);
       for (const auto& h : list_held(db, dbname, ctx.qs.schema)) {
         if (!f.id.empty() && h.id() != f.id) continue;
