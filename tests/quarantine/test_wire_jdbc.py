@@ -44,7 +44,7 @@ def test(w):
              "AND obj_description(c.oid, 'pg_class')::jsonb ->> 'table' = 'jd'", (wirelib.QSCHEMA,))
     w.check(len(jd) == 3, "prepared DROP: three versions of jd in quarantine", jd)
     for (o,) in jd:
-        w.check_event("public", "jd", "written", "quarantined", oid=o, label="jd oid %s" % o)
+        w.check_quarantined("public.jd", o)
     w.check(len(w.dq("SELECT 1 FROM truth.drops WHERE object_name = 'jd'")) == 3, "direct: jd really dropped three times")
     w.check(not w.q("SELECT 1 FROM truth.drops WHERE object_type = 'table'"),
             "through predrop, truth.drops has no table really dropped",

@@ -49,7 +49,7 @@ def test(w):
                 "AND obj_description(c.oid, 'pg_class')::jsonb ->> 'table' = 'nd_named'", (wirelib.QSCHEMA,))
     w.check(len(named) == 3, "named prepared DROP: three versions of nd_named in quarantine", named)
     for (o,) in named:
-        w.check_event("public", "nd_named", "written", "quarantined", oid=o, label="nd_named oid %s" % o)
+        w.check_quarantined("public.nd_named", o)
     w.check(len(w.dq("SELECT 1 FROM truth.drops WHERE object_name = 'nd_named'")) == 3,
             "direct: nd_named really dropped three times")
     w.check(not w.q("SELECT 1 FROM truth.drops WHERE object_type = 'table'"),

@@ -5,8 +5,8 @@ Each form is one psql script (\\set VERBOSITY verbose, ON_ERROR_STOP off, -a: th
 tags, SQLSTATEs, messages, DETAIL, HINT, CONTEXT and LOCATION), run on the direct database and through
 predrop; the two transcripts must be equal. Then what the server did: direct the table is dropped
 (truth.drops), through predrop its OID is in the quarantine schema and truth.drops never saw it go,
-and the ledger says quarantined. The forms the server refuses, and ROLLBACK, a rolled-back savepoint,
-a failing multi-statement Query and ROLLBACK PREPARED, leave the table where it was.
+and the ledger says quarantined. The forms the server refuses, and ROLLBACK, a rolled-back savepoint
+and a failing multi-statement Query leave the table where it was (2PC: test_wire_2pc.py).
 """
 import wirelib
 
@@ -22,7 +22,6 @@ CREATE TABLE t_rb (a int);
 CREATE TABLE t_sp (a int); CREATE TABLE t_sp2 (a int);
 CREATE SCHEMA s_cas; CREATE TABLE s_cas.a (a int); CREATE TABLE s_cas.b (b int);
 CREATE VIEW s_cas.v AS SELECT a FROM s_cas.a; CREATE SEQUENCE s_cas.loose;
-CREATE TABLE t_2pc (a int); CREATE TABLE t_2pc_rb (a int);
 ANALYZE;
 """
 
@@ -31,7 +30,7 @@ def test(w):
     w.setup(SETUP)
     w.start()
     names = ["t_plain", "t_dep", "t_casc", "t_owned", "t_base", "m_a", "m_b", "m_c", "t_multi", "t_multi_f",
-             "t_rb", "t_sp", "t_sp2", "t_2pc", "t_2pc_rb"]
+             "t_rb", "t_sp", "t_sp2"]
     oid = {n: w.oid("public." + n) for n in names}
     oid.update({"s_cas." + n: w.oid("s_cas." + n) for n in ("a", "b")})
 
@@ -97,20 +96,7 @@ def test(w):
     for n in ("a", "b"):
         w.check_quarantined("s_cas." + n, oid["s_cas." + n])
 
-    def gid(side):
-        return [("gid", "%s_%s" % (w.db, side))]
-    form("2PC: PREPARE TRANSACTION", "BEGIN;\nDROP TABLE t_2pc;\nPREPARE TRANSACTION :'gid';\n", variables=gid)
-    form("2PC: COMMIT PREPARED from another session", "COMMIT PREPARED :'gid';\n", variables=gid)
-    w.check_quarantined("public.t_2pc", oid["t_2pc"])
-
-    def gid_rb(side):
-        return [("gid", "%s_%s_rb" % (w.db, side))]
-    form("2PC: PREPARE TRANSACTION (to roll back)", "BEGIN;\nDROP TABLE t_2pc_rb;\nPREPARE TRANSACTION :'gid';\n",
-         variables=gid_rb)
-    form("2PC: ROLLBACK PREPARED from another session", "ROLLBACK PREPARED :'gid';\n", variables=gid_rb)
-    w.check_kept("public.t_2pc_rb", oid["t_2pc_rb"], "ROLLBACK PREPARED")
-
-    quarantined = ["t_plain", "t_casc", "m_a", "m_b", "m_c", "t_multi", "t_sp2", "s_cas.a", "s_cas.b", "t_2pc"]
+    quarantined = ["t_plain", "t_casc", "m_a", "m_b", "m_c", "t_multi", "t_sp2", "s_cas.a", "s_cas.b"]
     w.check(w.quarantine_count() == len(quarantined), "%d tables in quarantine, no more" % len(quarantined),
             w.q("SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace AND relkind = 'r'",
                 (wirelib.QSCHEMA,)))

@@ -5,8 +5,7 @@ For every statement the client's view is its statusmessage and the notices it br
 error's pgcode, pgerror and every diag field; the lists are compared direct and through predrop.
 The forms: DROP, IF EXISTS of a missing table, 42P01, 2BP01, CASCADE, 42809, not the owner (42501),
 DROP a, b, c, a multi-statement execute (and one failing after its DROP), a transaction rolled
-back, a savepoint rolled back to, DROP SCHEMA CASCADE, and 2PC through psycopg2's tpc_* (committed
-from another connection; a second one rolled back).
+back, a savepoint rolled back to and DROP SCHEMA CASCADE (2PC: test_wire_2pc.py).
 """
 import psycopg2
 import psycopg2.extensions
@@ -23,9 +22,7 @@ CREATE TABLE y_casc (a int); CREATE VIEW y_casc_v AS SELECT a FROM y_casc; CREAT
 CREATE TABLE y_owned (a int); CREATE TABLE y_a (a int); CREATE TABLE y_b (a int); CREATE TABLE y_c (a int);
 CREATE TABLE y_multi (a int); CREATE TABLE y_multi_f (a int); CREATE TABLE y_rb (a int);
 CREATE TABLE y_sp (a int); CREATE TABLE y_sp2 (a int);
-CREATE SCHEMA y_s; CREATE TABLE y_s.one (a int); CREATE TABLE y_s.two (a int REFERENCES y_s.one (a));
-ALTER TABLE y_s.one ADD PRIMARY KEY (a);
-CREATE TABLE y_2pc (a int); CREATE TABLE y_2pc_rb (a int);
+CREATE SCHEMA y_s; CREATE TABLE y_s.one (a int PRIMARY KEY); CREATE TABLE y_s.two (a int REFERENCES y_s.one (a));
 """
 
 
@@ -56,7 +53,7 @@ def test(w):
     w.setup(SETUP)
     w.start()
     names = ["y_plain", "y_dep", "y_casc", "y_owned", "y_a", "y_b", "y_c", "y_multi", "y_multi_f", "y_rb",
-             "y_sp", "y_sp2", "y_2pc", "y_2pc_rb"]
+             "y_sp", "y_sp2"]
     oid = {n: w.oid("public." + n) for n in names}
     oid.update({"y_s." + n: w.oid("y_s." + n) for n in ("one", "two")})
 
@@ -102,25 +99,7 @@ def test(w):
     w.check_kept("public.y_sp", oid["y_sp"], "ROLLBACK TO SAVEPOINT")
     w.check_quarantined("public.y_sp2", oid["y_sp2"])
 
-    for table, finish in (("y_2pc", "tpc_commit"), ("y_2pc_rb", "tpc_rollback")):
-        seen = []
-        for side, host, port, db in w.sides():
-            c = connect(side, host, port, db, autocommit=False)
-            xid = c.xid(1, "%s_%s_%s" % (w.db, side, table), "wire")
-            c.tpc_begin(xid)
-            got = run(c, ["DROP TABLE %s" % table])
-            c.tpc_prepare()
-            c.close()
-            other = connect(side, host, port, db, autocommit=False)
-            getattr(other, finish)(xid)
-            got += run(other, ["SELECT to_regclass('%s') IS NULL AS gone" % table])
-            other.close()
-            seen.append(got)
-        w.same("psycopg2 2PC, PREPARE then %s from another connection" % finish, seen[0], seen[1])
-    w.check_quarantined("public.y_2pc", oid["y_2pc"])
-    w.check_kept("public.y_2pc_rb", oid["y_2pc_rb"], "ROLLBACK PREPARED")
-
-    w.check(w.quarantine_count() == 10, "ten tables in quarantine, no more", w.quarantine_count())
+    w.check(w.quarantine_count() == 9, "nine tables in quarantine, no more", w.quarantine_count())
     w.check(not w.q("SELECT 1 FROM truth.drops WHERE object_type = 'table'"),
             "through predrop, truth.drops has no table really dropped",
             w.q("SELECT schema_name, object_name FROM truth.drops"))

@@ -124,23 +124,31 @@ class Wire(holdlib.Hold):
         if ledger:
             self.check_ledger(schema, name, oid)
 
-    def check_ledger(self, schema, name, oid):
-        ev = self.check_event(schema, name, "written", "quarantined", oid=oid, wait=15)
-        if ev:
-            qids = {str(e["quarantine_id"]) for e in ev if e.get("quarantine_id")}
-            self.check(len(qids) == 1, "%s.%s: ledger row carries its quarantine_id" % (schema, name),
-                       [(e["drop_outcome"], e.get("quarantine_id")) for e in ev])
+    def check_ledger(self, schema, name, oid, label=None):
+        """The newest ledger row of OID says quarantined, with the id of the held row predrop.quarantine
+        has for it (an earlier statement the server refused, such as DROP SCHEMA without CASCADE, left
+        its own row, not_dropped)."""
+        label = label or "%s.%s" % (schema, name)
+
+        def newest():
+            rows = self.events("schema_name = %s AND table_name = %s AND table_oid = %s AND outcome = 'written'",
+                               (schema, name, oid))
+            return rows[-1:] if rows and rows[-1]["drop_outcome"] is not None else []
+        ev = self.wait_for(newest, timeout=15)
+        e = ev[0] if ev else None
+        self.check(e is not None and e["drop_outcome"] == "quarantined" and e.get("quarantine_id") is not None,
+                   "%s: the ledger's row says quarantined, with its quarantine_id" % label,
+                   [(r["outcome"], r["drop_outcome"], r.get("quarantine_id")) for r in self.events(
+                       "schema_name = %s AND table_name = %s AND table_oid = %s", (schema, name, oid))])
 
         def held():
             return self.sq("SELECT id::text, state FROM predrop.quarantine WHERE database_name = %s AND table_oid = %s",
                            (self.db, oid))
         rows = self.wait_for(held, timeout=15)
-        self.check(len(rows) == 1 and rows[0][1] == "held", "%s.%s: predrop.quarantine has a held row" % (schema, name),
-                   rows)
-        if ev and rows:
-            qids = {str(e["quarantine_id"]) for e in ev if e.get("quarantine_id")}
-            self.check(qids == {rows[0][0]}, "%s.%s: the ledger's quarantine_id is the held row's id" % (schema, name),
-                       (qids, rows[0][0]))
+        self.check(len(rows) == 1 and rows[0][1] == "held", "%s: predrop.quarantine has a held row" % label, rows)
+        if e is not None and e.get("quarantine_id") is not None and rows:
+            self.check(str(e["quarantine_id"]) == rows[0][0], "%s: the ledger's quarantine_id is the held row's id" % label,
+                       (str(e["quarantine_id"]), rows[0][0]))
 
     def check_kept(self, qualified, oid, label):
         """Nothing happened to QUALIFIED on either side: still in its schema, never dropped."""
