@@ -17,6 +17,7 @@ CREATE TABLE t_casc (a int); CREATE VIEW v_casc AS SELECT a FROM t_casc;
 CREATE TABLE t_owned (a int);
 CREATE TABLE t_base (a int); CREATE VIEW v_plain AS SELECT a FROM t_base;
 CREATE TABLE m_a (a int); CREATE TABLE m_b (b int); CREATE TABLE m_c (c int);
+CREATE TABLE m_x (a int); CREATE TABLE m_y (a int);
 CREATE TABLE t_multi (a int); CREATE TABLE t_multi_f (a int);
 CREATE TABLE t_rb (a int);
 CREATE TABLE t_sp (a int); CREATE TABLE t_sp2 (a int);
@@ -29,7 +30,7 @@ ANALYZE;
 def test(w):
     w.setup(SETUP)
     w.start()
-    names = ["t_plain", "t_dep", "t_casc", "t_owned", "t_base", "m_a", "m_b", "m_c", "t_multi", "t_multi_f",
+    names = ["t_plain", "t_dep", "t_casc", "t_owned", "t_base", "m_a", "m_b", "m_c", "m_x", "m_y", "t_multi", "t_multi_f",
              "t_rb", "t_sp", "t_sp2"]
     oid = {n: w.oid("public." + n) for n in names}
     oid.update({"s_cas." + n: w.oid("s_cas." + n) for n in ("a", "b")})
@@ -71,6 +72,11 @@ def test(w):
     for n in ("m_a", "m_b", "m_c"):
         w.check_quarantined("public." + n, oid[n])
 
+    form("DROP TABLE t, missing (42P01 for the whole statement)", "DROP TABLE m_x, t_missing;\n")
+    w.check_kept("public.m_x", oid["m_x"], "DROP TABLE t, missing")
+    form("DROP TABLE IF EXISTS missing, t", "DROP TABLE IF EXISTS t_missing, m_y;\n")
+    w.check_quarantined("public.m_y", oid["m_y"])
+
     form("multi-statement Query", "CREATE TABLE x_new (); \\; DROP TABLE t_multi \\; SELECT 1 AS one;\n"
          "SELECT to_regclass('x_new') IS NOT NULL AS x_new_exists;\n")
     w.check_quarantined("public.t_multi", oid["t_multi"])
@@ -96,7 +102,7 @@ def test(w):
     for n in ("a", "b"):
         w.check_quarantined("s_cas." + n, oid["s_cas." + n])
 
-    quarantined = ["t_plain", "t_casc", "m_a", "m_b", "m_c", "t_multi", "t_sp2", "s_cas.a", "s_cas.b"]
+    quarantined = ["t_plain", "t_casc", "m_a", "m_b", "m_c", "m_y", "t_multi", "t_sp2", "s_cas.a", "s_cas.b"]
     w.check(w.quarantine_count() == len(quarantined), "%d tables in quarantine, no more" % len(quarantined),
             w.q("SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace AND relkind = 'r'",
                 (wirelib.QSCHEMA,)))
