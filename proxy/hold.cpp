@@ -115,14 +115,14 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
     }
     if (quarantines) plan.quarantine.statements.push_back(std::move(quarantine));
   }
+  // One DO block: it creates the schema only when missing (CREATE SCHEMA checks CREATE on the
+  // database before IF NOT EXISTS; a least-privilege role's operator makes the schema).
   if (!plan.quarantine.empty()) {
-    // Only when the schema is missing: CREATE SCHEMA checks CREATE on the database before IF NOT
-    // EXISTS, and a least-privilege capture role has none (its operator made the schema).
-    std::string literal = "'";
-    for (char c : cfg.quarantine_schema) literal += c == '\'' ? std::string("''") : std::string(1, c);
-    literal += "'";
-    req.prepare_sql = "DO $predrop_prepare$BEGIN IF pg_catalog.to_regnamespace(" + literal + ") IS NULL THEN " +
-                      capture::quarantine_prepare_sql(cfg.quarantine_schema) + "; END IF; END$predrop_prepare$";
+    try {
+      req.prepare_sql = capture::quarantine_prepare_sql(cfg.quarantine_schema);
+    } catch (const std::exception&) {
+      // A schema name the block cannot quote: no preparation; the move then falls back by itself.
+    }
   }
   return plan;
 }
