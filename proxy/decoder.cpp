@@ -365,14 +365,17 @@ void Decoder::substitute_last(std::shared_ptr<const Substitutes> substitutes) {
   portals_.erase(std::string());
 }
 
-const Substitute* Decoder::running_substitute() const {
+const Substitute* Decoder::running_substitute(std::shared_ptr<const Substitutes>& owner) const {
   using K = OwedReply::Kind;
   if (owed_.empty()) return nullptr;
   const OwedReply& e = owed_.at(0);
   if (!e.substitutes || (e.kind != K::query && e.kind != K::execute)) return nullptr;
   const uint16_t k = e.kind == K::query ? e.completed : 0;
   for (const auto& s : *e.substitutes)
-    if (s.index == k) return &s;
+    if (s.index == k) {
+      owner = e.substitutes;
+      return &s;
+    }
   return nullptr;
 }
 
@@ -664,7 +667,7 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
       OwedReply& e = owed_.front();
       if (e.kind == K::execute || e.kind == K::query) {
         if (e.kind == K::execute) e.completed = 0;
-        ev.substitute = running_substitute();
+        ev.substitute = running_substitute(ev.substitute_owner);
         const size_t k = e.completed;
         apply_completed(e);
         if (track_shape_) {
@@ -683,11 +686,11 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
       return ev;
     }
     case 'E':
-      ev.substitute = running_substitute();
+      ev.substitute = running_substitute(ev.substitute_owner);
       account_error(ev);
       return ev;
     case 'N':
-      if ((ev.substitute = running_substitute())) {
+      if ((ev.substitute = running_substitute(ev.substitute_owner))) {
         wire::ErrorFields f = wire::parse_error_fields(body, blen);
         if (f.sqlstate == kSubstituteWarningState) {
           ev.kind = BackendEvent::Kind::swallow;

@@ -174,6 +174,7 @@ struct BackendEvent {
   // A CommandComplete, ErrorResponse or NoticeResponse of a substitute: the relay gives the client
   // the statement's tag, or the message less the substitute's context line.
   const Substitute* substitute = nullptr;
+  std::shared_ptr<const Substitutes> substitute_owner;   // keeps `substitute` alive once its entry is answered
   std::string substitute_warning;   // the substitute's own warning to predrop (swallowed): why it fell back
   char status = 0;
   std::string key;
@@ -272,7 +273,8 @@ class Decoder {
   void copy_in_began();
   void track_shape(const parser::Statement& st, const OwedReply& entry);
   void end_shape_transaction(bool committed);
-  const Substitute* running_substitute() const;
+  // The substitute now running at the head of the owed queue (null: none); `owner` keeps it alive.
+  const Substitute* running_substitute(std::shared_ptr<const Substitutes>& owner) const;
 
   parser::Classifier& classifier_;
   bool standard_conforming_strings_ = true;
