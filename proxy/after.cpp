@@ -109,6 +109,11 @@ std::vector<capture::SnapshotRequest> after_requests(const policy::Config& cfg, 
 
 void Session::capture_afters() {
   ShapeOutcomes outcomes = decoder_->take_shape_outcomes();
+  // Whichever session ends a prepared transaction, its DROPs' outcome checks run now.
+  for (const auto& [gid, committed] : outcomes.finished_prepared) {
+    auto parked = ctx_.prepared_outcomes.take(outcome_database(), gid);
+    if (!parked.empty() && ctx_.capture) ctx_.capture->confirm_outcomes(outcome_database(), std::move(parked));
+  }
   auto cfg = ctx_.config();
   if (!ctx_.capture || !cfg->after_capture || !cfg->snapshots_enabled) return;
   const capture::StatementContext* held = hold_.context();

@@ -52,6 +52,38 @@ class PreparedAfters {
   std::vector<std::pair<std::string, std::string>> order_;
 };
 
+// Outcome checks of prepared transactions: a DROP's (or a quarantine's) result is known only at
+// COMMIT PREPARED or ROLLBACK PREPARED, which any session may send. Bounded as PreparedAfters.
+class PreparedOutcomes {
+ public:
+  static constexpr size_t kMax = 10000;
+  void put(const std::string& database, const std::string& gid, std::vector<capture::PendingOutcome> pending) {
+    std::lock_guard lock(mu_);
+    auto key = std::make_pair(database, gid);
+    if (!by_gid_.count(key)) order_.push_back(key);
+    auto& slot = by_gid_[key];
+    for (auto& p : pending) slot.push_back(std::move(p));
+    while (by_gid_.size() > kMax && !order_.empty()) {
+      by_gid_.erase(order_.front());
+      order_.erase(order_.begin());
+    }
+  }
+  std::vector<capture::PendingOutcome> take(const std::string& database, const std::string& gid) {
+    std::lock_guard lock(mu_);
+    auto it = by_gid_.find(std::make_pair(database, gid));
+    if (it == by_gid_.end()) return {};
+    auto out = std::move(it->second);
+    by_gid_.erase(it);
+    std::erase(order_, std::make_pair(database, gid));
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::vector<capture::PendingOutcome>> by_gid_;
+  std::vector<std::pair<std::string, std::string>> order_;
+};
+
 struct ProxyContext {
   std::shared_ptr<const policy::Config> config() const { return std::atomic_load(&config_); }
   void set_config(std::shared_ptr<const policy::Config> c) { std::atomic_store(&config_, std::move(c)); }
@@ -63,6 +95,7 @@ struct ProxyContext {
   std::unique_ptr<boost::asio::ssl::context> upstream_tls;  // null: sslmode=disable
   SessionRegistry registry;
   PreparedAfters prepared_afters;
+  PreparedOutcomes prepared_outcomes;
   std::atomic<bool> draining{false};
 };
 

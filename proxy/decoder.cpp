@@ -484,6 +484,7 @@ void Decoder::track_shape(const parser::Statement& st, const OwedReply& entry) {
     // COMMIT and ROLLBACK are read from their tags (on_backend 'C'): a bare COMMIT never passes the
     // prefilter, and the COMMIT of a failed transaction says ROLLBACK.
     case T::prepare:
+      prepared_gid_ = st.savepoint;
       if (!txn_changes_.empty()) shape_outcomes_.prepared.emplace_back(st.savepoint, std::move(txn_changes_));
       txn_changes_.clear();
       change_marks_.clear();

@@ -261,6 +261,9 @@ class Decoder {
   // The statement just judged (the back of the owed queue) was held and these tables snapshotted.
   void note_held(std::vector<HeldTable> tables);
   ShapeOutcomes take_shape_outcomes() { return std::exchange(shape_outcomes_, {}); }
+  // The gid of the PREPARE TRANSACTION that just ended the session's transaction (shape mode only):
+  // its outcomes are known at COMMIT PREPARED / ROLLBACK PREPARED.
+  std::optional<std::string> take_prepared_gid() { return std::exchange(prepared_gid_, std::nullopt); }
 
  private:
   FrontendEvent statement_event(char type, std::shared_ptr<const parser::Facts> facts);
@@ -297,6 +300,7 @@ class Decoder {
   std::vector<std::pair<std::string, size_t>> change_marks_;  // savepoint name, txn_changes_ size then
   std::vector<HeldTable> txn_dropped_;   // snapshotted by the holds of DROP TABLEs this transaction ran
   ShapeOutcomes shape_outcomes_;
+  std::optional<std::string> prepared_gid_;
 };
 
 }  // namespace predrop::proxy

@@ -429,11 +429,14 @@ void Session::note_substitute_fallback(const std::string& why) {
   ctx_.capture->record_event(std::move(ev));
 }
 
+std::string Session::outcome_database() const {
+  const capture::StatementContext* held = hold_.context();
+  return held && !held->database.empty() ? held->database : params_.get("database");
+}
+
 void Session::confirm_outcomes() {
   if (!ctx_.capture) return pending_outcomes_.clear();
-  const capture::StatementContext* held = hold_.context();
-  ctx_.capture->confirm_outcomes(held && !held->database.empty() ? held->database : params_.get("database"),
-                                 std::move(pending_outcomes_));
+  ctx_.capture->confirm_outcomes(outcome_database(), std::move(pending_outcomes_));
   pending_outcomes_.clear();
 }
 

@@ -524,7 +524,16 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
   if (ev.backend_key) ctx_.registry.set_key(shared_from_this(), ev.key);
   if (ev.ready) {
     if (!fatal_.empty()) maybe_send_fatal();
-    if (ev.status == 'I' && !pending_outcomes_.empty()) confirm_outcomes();
+    std::optional<std::string> prepared = decoder_->take_prepared_gid();
+    if (ev.status == 'I' && !pending_outcomes_.empty()) {
+      // A prepared transaction's DROPs have not happened yet: their check waits for its end.
+      if (prepared) {
+        ctx_.prepared_outcomes.put(outcome_database(), *prepared, std::move(pending_outcomes_));
+        pending_outcomes_.clear();
+      } else {
+        confirm_outcomes();
+      }
+    }
     // After the server's ReadyForQuery is on its way to the client: nothing waits on the capture.
     if (decoder_->has_shape_outcomes()) capture_afters();
   }

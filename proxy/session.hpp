@@ -131,6 +131,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total);
   void end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message);
   void confirm_outcomes();
+  std::string outcome_database() const;   // where this session's holds captured
   // The substitute of a quarantined statement ran it for real: why, for the log and the ledger.
   void note_substitute_fallback(const std::string& why);
   // after.cpp
