@@ -192,8 +192,11 @@ class Hold:
             self._store_migrated = True
         schemas = [r[0] for r in self.q(
             "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'")]
+        # The quarantine schema, owned by the capture role (which cannot CREATE in the database), as
+        # the README's least privileges have the operator make it.
         cmd = ["psql", "-X", "-q", "-d", self.conninfo(), "-v", "role=" + self.capture_role,
-               "-v", "store_db=" + self.store_db, "-f", os.path.join(SOURCE, "deploy", "sql", "capture-role.sql")]
+               "-v", "store_db=" + self.store_db, "-v", "quarantine_schema=predrop_quarantine",
+               "-f", os.path.join(SOURCE, "deploy", "sql", "capture-role.sql")]
         if schemas:
             cmd[5:5] = ["-v", "covered_schemas=" + ",".join(schemas)]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
