@@ -18,6 +18,7 @@ ledger says quarantined.
 """
 import difflib
 import os
+import pprint
 import subprocess
 import sys
 
@@ -83,8 +84,8 @@ class Wire(holdlib.Hold):
             self.ok("%s: the client saw the same through predrop as direct" % label)
             print("\n".join("#   " + l for l in str(direct).splitlines()))
             return True
-        a = direct.splitlines() if isinstance(direct, str) else [repr(x) for x in direct]
-        b = via.splitlines() if isinstance(via, str) else [repr(x) for x in via]
+        a, b = (x.splitlines() if isinstance(x, str) else pprint.pformat(x, width=160).splitlines()
+                for x in (direct, via))
         diff = "\n".join(difflib.unified_diff(a, b, "direct", "via predrop", lineterm=""))
         self.fail("%s: the client saw something else through predrop than direct:\n%s" % (label, diff))
         return False
