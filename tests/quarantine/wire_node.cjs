@@ -41,6 +41,8 @@ async function main() {
   }
   await step('named prepared DROP, no table', { name: 'drop-named', text: 'DROP TABLE nd_named' });
   await step('named CASCADE', { name: 'drop-casc', text: 'DROP TABLE nd_casc CASCADE' });
+  await step('extended DROP TABLE a, b', { text: 'DROP TABLE nd_a, nd_b', queryMode: 'extended' });
+  await step('extended DROP SCHEMA CASCADE', { text: 'DROP SCHEMA nd_s CASCADE', queryMode: 'extended' });
   await step('multi-statement', 'CREATE TABLE nd_new (); DROP TABLE nd_multi; SELECT 1 AS one');
   await step('BEGIN', 'BEGIN');
   await step('DROP in a transaction', { text: 'DROP TABLE nd_rb', queryMode: 'extended' });
