@@ -15,6 +15,8 @@ CREATE TABLE t_plain (id int PRIMARY KEY, v text); INSERT INTO t_plain VALUES (1
 CREATE TABLE t_dep (a int); CREATE VIEW v_dep AS SELECT a FROM t_dep;
 CREATE TABLE t_casc (a int); CREATE VIEW v_casc AS SELECT a FROM t_casc;
 CREATE TABLE t_owned (a int);
+CREATE TABLE t_theirs (a int, b text); CREATE INDEX ON t_theirs (b); ALTER TABLE t_theirs OWNER TO OTHER;
+GRANT USAGE ON SCHEMA truth TO OTHER; GRANT INSERT ON truth.drops TO OTHER; GRANT CREATE ON SCHEMA public TO OTHER;
 CREATE TABLE t_base (a int); CREATE VIEW v_plain AS SELECT a FROM t_base;
 CREATE TABLE m_a (a int); CREATE TABLE m_b (b int); CREATE TABLE m_c (c int);
 CREATE TABLE m_x (a int); CREATE TABLE m_y (a int);
@@ -30,7 +32,7 @@ ANALYZE;
 def test(w):
     w.setup(SETUP)
     w.start()
-    names = ["t_plain", "t_dep", "t_casc", "t_owned", "t_base", "m_a", "m_b", "m_c", "m_x", "m_y", "t_multi", "t_multi_f",
+    names = ["t_plain", "t_dep", "t_casc", "t_owned", "t_theirs", "t_base", "m_a", "m_b", "m_c", "m_x", "m_y", "t_multi", "t_multi_f",
              "t_rb", "t_sp", "t_sp2"]
     oid = {n: w.oid("public." + n) for n in names}
     oid.update({"s_cas." + n: w.oid("s_cas." + n) for n in ("a", "b")})
@@ -56,6 +58,10 @@ def test(w):
     form("not the owner (42501)", "SELECT current_user = 'postgres' AS superuser;\nDROP TABLE t_owned;\n",
          user=w.other)
     w.check_kept("public.t_owned", oid["t_owned"], "42501")
+    # The move runs as the client's role: an ordinary owner's DROP is quarantined too (without CREATE
+    # on the table's schema: test_wire_privilege.py).
+    form("an ordinary role drops its own table", "DROP TABLE t_theirs;\nDROP TABLE t_theirs;\n", user=w.other)
+    w.check_quarantined("public.t_theirs", oid["t_theirs"])
 
     form("a view named in DROP TABLE (42809)", "DROP TABLE v_plain;\nDROP TABLE IF EXISTS v_plain;\n")
     w.check(w.oid("public.v_plain") is not None, "42809: the view is still there")
@@ -65,7 +71,7 @@ def test(w):
     w.check(len(tt) == 1 and tt[0][0].startswith("pg_temp"), "temporary table: really dropped through predrop", tt)
     w.check(len(w.dq("SELECT 1 FROM truth.drops WHERE object_name = 'tt'")) == 1,
             "temporary table: really dropped direct")
-    w.check(w.quarantine_count() == 2, "temporary table: nothing more in quarantine (t_plain, t_casc)",
+    w.check(w.quarantine_count() == 3, "temporary table: nothing more in quarantine (t_plain, t_casc, t_theirs)",
             w.quarantine_count())
 
     form("DROP TABLE a, b, c", "DROP TABLE m_a, m_b, public.m_c;\n")
@@ -102,7 +108,7 @@ def test(w):
     for n in ("a", "b"):
         w.check_quarantined("s_cas." + n, oid["s_cas." + n])
 
-    quarantined = ["t_plain", "t_casc", "m_a", "m_b", "m_c", "m_y", "t_multi", "t_sp2", "s_cas.a", "s_cas.b"]
+    quarantined = ["t_plain", "t_casc", "t_theirs", "m_a", "m_b", "m_c", "m_y", "t_multi", "t_sp2", "s_cas.a", "s_cas.b"]
     w.check(w.quarantine_count() == len(quarantined), "%d tables in quarantine, no more" % len(quarantined),
             w.q("SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace AND relkind = 'r'",
                 (wirelib.QSCHEMA,)))
