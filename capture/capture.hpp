@@ -140,6 +140,11 @@ struct PendingOutcome {
   std::string application_name, client_addr;
 };
 
+// Told of each table an outcome check finds quarantined (any thread): the purger inside serve
+// enforces quarantine.max_tables / max_bytes at once rather than at its next round. One listener
+// per process; an empty function removes it.
+void set_quarantine_listener(std::function<void()> listener);
+
 struct CaptureStats {
   uint64_t pool_idle = 0, pool_busy = 0, queued = 0;
   // Added by capture/: counters since start.

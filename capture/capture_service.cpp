@@ -7,7 +7,9 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -45,7 +47,20 @@ SELECT u.o::bigint,
   LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
 )SQL";
 
+std::mutex quarantine_listener_mutex;
+std::function<void()> quarantine_listener;
+
+void notify_quarantined() {
+  std::lock_guard lock(quarantine_listener_mutex);
+  if (quarantine_listener) quarantine_listener();
+}
+
 }  // namespace
+
+void set_quarantine_listener(std::function<void()> listener) {
+  std::lock_guard lock(quarantine_listener_mutex);
+  quarantine_listener = std::move(listener);
+}
 
 struct CaptureService::Impl {
   explicit Impl(CaptureConfig c)
@@ -149,6 +164,8 @@ struct CaptureService::Impl {
                      outcomes.push_back(survived ? "not_dropped" : "dropped");
                      quarantine_ids.emplace_back();
                    }
+                   if (std::any_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "quarantined"; }))
+                     notify_quarantined();
                    ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
                      return BatchQuery{nullptr, s.outcome, outcome_params(pending, outcomes, quarantine_ids)};
                    }, "outcome update");

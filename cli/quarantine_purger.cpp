@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "capture/capture.hpp"
 #include "cli/baseline_schedule.hpp"
 #include "cli/quarantine.hpp"
 #include "proxy/quarantine_metrics.hpp"
@@ -27,6 +28,7 @@ struct QuarantinePurger::State {
   std::condition_variable cv;
   bool stop = false;
   uint64_t generation = 0;
+  uint64_t kicks = 0, kicks_seen = 0;   // tables quarantined since the last round began (capture.hpp)
   std::shared_ptr<const policy::Config> config;
   std::string config_path;
   Overrides overrides;
@@ -45,7 +47,16 @@ struct QuarantinePurger::State {
   bool wait_until(TimePoint when, bool wake_on_reload) {
     std::unique_lock lock(m);
     const uint64_t gen = generation;
-    return !cv.wait_until(lock, when, [&] { return stop || (wake_on_reload && generation != gen); });
+    return !cv.wait_until(lock, when, [&] {
+      return stop || (wake_on_reload && (generation != gen || kicks != kicks_seen));
+    });
+  }
+  // Whether a table was quarantined since the last call.
+  bool take_kick() {
+    std::lock_guard lock(m);
+    bool kicked = kicks != kicks_seen;
+    kicks_seen = kicks;
+    return kicked;
   }
 };
 
@@ -213,7 +224,14 @@ void run_rounds(QuarantinePurger::State& st) {
     }
     const auto period = std::chrono::seconds(interval);
     const auto next = Clock::time_point((Clock::now().time_since_epoch() / period + 1) * period);
-    if (!st.wait_until(next, true)) continue;
+    if (!st.wait_until(next, true)) {
+      // A new table in quarantine: a cap it passes is enforced now, oldest first, not next round.
+      auto cfg = st.current();
+      if (!st.take_kick() || st.stopping() || (cfg->quarantine_max_tables <= 0 && cfg->quarantine_max_bytes == 0))
+        continue;
+    } else {
+      st.take_kick();
+    }
     try {
       round_of(st, *log);
     } catch (const std::exception& e) {
@@ -233,11 +251,21 @@ QuarantinePurger::QuarantinePurger(std::shared_ptr<const policy::Config> config,
   wait_for_signal(state_->sighup, *state_);
   signals_ = std::thread([st = state_] { st->signal_ioc.run(); });
   rounds_ = std::thread([st = state_] { run_rounds(*st); });
+  capture::set_quarantine_listener([weak = std::weak_ptr<State>(state_)] {
+    auto st = weak.lock();
+    if (!st) return;
+    {
+      std::lock_guard lock(st->m);
+      ++st->kicks;
+    }
+    st->cv.notify_all();
+  });
 }
 
 QuarantinePurger::~QuarantinePurger() { stop(); }
 
 void QuarantinePurger::stop() {
+  capture::set_quarantine_listener({});
   {
     std::lock_guard lock(state_->m);
     state_->stop = true;
