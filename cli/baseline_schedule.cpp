@@ -181,6 +181,20 @@ std::string conninfo_with_dbname(const std::string& conninfo, const std::string&
   return out + "dbname=" + quote_value(dbname);
 }
 
+std::string conninfo_or_dbname(const std::string& conninfo, const std::string& dbname) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+  if (!opts) {
+    PQfreemem(err);
+    return conninfo;   // the connection attempt reports what is wrong with it
+  }
+  bool named = false;
+  for (auto* o = opts; o->keyword; ++o)
+    if (std::string_view(o->keyword) == "dbname" && o->val && *o->val) named = true;
+  PQconninfoFree(opts);
+  return named ? conninfo : conninfo_with_dbname(conninfo, dbname);
+}
+
 BaselineSchedule::BaselineSchedule(std::shared_ptr<const policy::Config> config, std::string config_path,
                                    Overrides overrides)
     : state_(std::make_shared<State>()) {

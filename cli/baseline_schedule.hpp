@@ -20,6 +20,9 @@ inline constexpr int kBaselineLockClass = 1885626988;  // "pdbl"
 
 // libpq conninfo (key=value or URI) with dbname set to `dbname`, as key=value text.
 std::string conninfo_with_dbname(const std::string& conninfo, const std::string& dbname);
+// The conninfo as it is when it names a database, else with `dbname`: the capture conninfo usually
+// names none (libpq would then try a database named after the role).
+std::string conninfo_or_dbname(const std::string& conninfo, const std::string& dbname);
 
 class BaselineSchedule {
  public:

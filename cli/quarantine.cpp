@@ -68,7 +68,7 @@ std::string conninfo_for(const Context& c, const std::string& database) {
 
 std::vector<std::string> databases(const Context& c, const std::string& only) {
   if (!only.empty()) return {only};
-  PgSession db(c.capture, "predrop-quarantine");
+  PgSession db(conninfo_or_dbname(c.capture, "postgres"), "predrop-quarantine");
   auto r = db.exec("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname");
   std::vector<std::string> out;
   for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));

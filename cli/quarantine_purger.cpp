@@ -109,7 +109,7 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
   std::set<std::string> scanned;
   int64_t now = 0;
   {
-    PgSession catalog(cfg->capture_conninfo, "predrop-quarantine-purger");
+    PgSession catalog(conninfo_or_dbname(cfg->capture_conninfo, "postgres"), "predrop-quarantine-purger");
     auto dbs = catalog.exec("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname");
     for (int i = 0; i < dbs.rows() && !st.stopping(); ++i) {
       const std::string name = dbs.text(i, 0);
