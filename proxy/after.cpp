@@ -11,32 +11,13 @@
 
 namespace predrop::proxy {
 
-void PreparedAfters::put(const std::string& database, const std::string& gid,
-                         std::vector<capture::SnapshotRequest> requests) {
-  std::lock_guard lock(mu_);
-  auto key = std::make_pair(database, gid);
-  if (!by_gid_.count(key)) order_.push_back(key);
-  auto& slot = by_gid_[key];
-  for (auto& r : requests) slot.push_back(std::move(r));
-  while (by_gid_.size() > kMax && !order_.empty()) {
-    auto oldest = order_.front();
-    order_.erase(order_.begin());
-    if (by_gid_.erase(oldest))
-      spdlog::warn("predrop: more than {} prepared transactions hold shape changes; the afters of '{}' in database '{}' "
-                   "are forgotten", kMax, oldest.second, oldest.first);
-  }
+template <class Item>
+void ByPreparedTransaction<Item>::forgotten(const std::string& database, const std::string& gid) const {
+  spdlog::warn("predrop: more than {} prepared transactions wait; the {} of '{}' in database '{}' are forgotten", kMax,
+               what_, gid, database);
 }
-
-std::vector<capture::SnapshotRequest> PreparedAfters::take(const std::string& database, const std::string& gid) {
-  std::lock_guard lock(mu_);
-  auto key = std::make_pair(database, gid);
-  auto it = by_gid_.find(key);
-  if (it == by_gid_.end()) return {};
-  auto requests = std::move(it->second);
-  by_gid_.erase(it);
-  std::erase(order_, key);
-  return requests;
-}
+template class ByPreparedTransaction<capture::SnapshotRequest>;
+template class ByPreparedTransaction<capture::PendingOutcome>;
 
 namespace {
 

@@ -37,52 +37,48 @@ class SessionRegistry {
   std::map<Session*, std::string> key_of_;
 };
 
-// Afters of prepared transactions (PREPARE TRANSACTION), by database and gid, until some session
-// sends COMMIT PREPARED (they are captured) or ROLLBACK PREPARED (forgotten). Bounded: past
-// kMax the oldest is forgotten (its changes get no after; the log says so).
-class PreparedAfters {
+// What waits for a prepared transaction (PREPARE TRANSACTION) to end, by database and gid, until
+// some session sends COMMIT PREPARED or ROLLBACK PREPARED (`take` hands it over either way). Bounded:
+// past kMax transactions the oldest is forgotten and logged, as `what` names it.
+template <class Item>
+class ByPreparedTransaction {
  public:
   static constexpr size_t kMax = 10000;
-  void put(const std::string& database, const std::string& gid, std::vector<capture::SnapshotRequest> requests);
-  std::vector<capture::SnapshotRequest> take(const std::string& database, const std::string& gid);
-
- private:
-  std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::vector<capture::SnapshotRequest>> by_gid_;
-  std::vector<std::pair<std::string, std::string>> order_;
-};
-
-// Outcome checks of prepared transactions: a DROP's (or a quarantine's) result is known only at
-// COMMIT PREPARED or ROLLBACK PREPARED, which any session may send. Bounded as PreparedAfters.
-class PreparedOutcomes {
- public:
-  static constexpr size_t kMax = 10000;
-  void put(const std::string& database, const std::string& gid, std::vector<capture::PendingOutcome> pending) {
+  explicit ByPreparedTransaction(const char* what) : what_(what) {}
+  void put(const std::string& database, const std::string& gid, std::vector<Item> items) {
     std::lock_guard lock(mu_);
     auto key = std::make_pair(database, gid);
     if (!by_gid_.count(key)) order_.push_back(key);
     auto& slot = by_gid_[key];
-    for (auto& p : pending) slot.push_back(std::move(p));
+    for (auto& i : items) slot.push_back(std::move(i));
     while (by_gid_.size() > kMax && !order_.empty()) {
-      by_gid_.erase(order_.front());
+      auto oldest = order_.front();
       order_.erase(order_.begin());
+      if (by_gid_.erase(oldest)) forgotten(oldest.first, oldest.second);
     }
   }
-  std::vector<capture::PendingOutcome> take(const std::string& database, const std::string& gid) {
+  std::vector<Item> take(const std::string& database, const std::string& gid) {
     std::lock_guard lock(mu_);
-    auto it = by_gid_.find(std::make_pair(database, gid));
+    auto key = std::make_pair(database, gid);
+    auto it = by_gid_.find(key);
     if (it == by_gid_.end()) return {};
-    auto out = std::move(it->second);
+    auto items = std::move(it->second);
     by_gid_.erase(it);
-    std::erase(order_, std::make_pair(database, gid));
-    return out;
+    std::erase(order_, key);
+    return items;
   }
 
  private:
+  void forgotten(const std::string& database, const std::string& gid) const;
+  const char* what_;
   std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::vector<capture::PendingOutcome>> by_gid_;
+  std::map<std::pair<std::string, std::string>, std::vector<Item>> by_gid_;
   std::vector<std::pair<std::string, std::string>> order_;
 };
+// Afters of a prepared transaction's shape changes: captured at COMMIT PREPARED.
+using PreparedAfters = ByPreparedTransaction<capture::SnapshotRequest>;
+// Outcome checks of its DROPs (a quarantine's included): what happened is known only at its end.
+using PreparedOutcomes = ByPreparedTransaction<capture::PendingOutcome>;
 
 struct ProxyContext {
   std::shared_ptr<const policy::Config> config() const { return std::atomic_load(&config_); }
@@ -94,8 +90,8 @@ struct ProxyContext {
   std::unique_ptr<boost::asio::ssl::context> client_tls;    // null: SSLRequest answered 'N'
   std::unique_ptr<boost::asio::ssl::context> upstream_tls;  // null: sslmode=disable
   SessionRegistry registry;
-  PreparedAfters prepared_afters;
-  PreparedOutcomes prepared_outcomes;
+  PreparedAfters prepared_afters{"afters"};
+  PreparedOutcomes prepared_outcomes{"outcome checks"};
   std::atomic<bool> draining{false};
 };
 

@@ -326,21 +326,30 @@ void Decoder::on_frontend_streamed(char type, uint64_t total, bool over_inspect_
   }
 }
 
+// The statement at the back of the owed queue goes as Parse + Bind + Execute of the unnamed
+// statement and portal (hold.cpp, send_in_place_of_held): their ParseComplete and BindComplete are
+// predrop's, swallowed, and `execute` answers in the client's Execute's place.
+void Decoder::inject_unnamed_before(OwedReply execute) {
+  using K = OwedReply::Kind;
+  OwedReply parse{K::parse};
+  parse.injected = true;
+  OwedReply bind{K::bind};
+  bind.injected = true;
+  owed_.push_back(std::move(parse));
+  owed_.push_back(std::move(bind));
+  owed_.push_back(std::move(execute));
+  statements_.erase(std::string());
+  portals_.erase(std::string());
+}
+
 void Decoder::replace_last_with_refusal() {
   using K = OwedReply::Kind;
   if (owed_.empty()) return;
-  K kind = owed_.back().kind;
+  OwedReply refusal{owed_.back().kind == K::query ? K::query : K::execute};
+  refusal.injected = refusal.refusal = true;
   owed_.pop_back();
-  if (kind == K::query) {
-    owed_.push_back({K::query, true, true, false, 0, nullptr, {}, nullptr, nullptr});
-    return;
-  }
-  owed_.push_back({K::parse, true, false, false, 0, nullptr, {}, nullptr, nullptr});
-  owed_.push_back({K::bind, true, false, false, 0, nullptr, {}, nullptr, nullptr});
-  owed_.push_back({K::execute, true, true, false, 0, nullptr, {}, nullptr, nullptr});
-  // The stand-in took the unnamed statement and portal.
-  statements_.erase(std::string());
-  portals_.erase(std::string());
+  if (refusal.kind == K::query) return owed_.push_back(std::move(refusal));
+  inject_unnamed_before(std::move(refusal));
 }
 
 void Decoder::substitute_last(std::shared_ptr<const Substitutes> substitutes) {
@@ -352,17 +361,8 @@ void Decoder::substitute_last(std::shared_ptr<const Substitutes> substitutes) {
   }
   OwedReply execute = std::move(owed_.back());
   owed_.pop_back();
-  OwedReply parse{K::parse};
-  parse.injected = true;
-  OwedReply bind{K::bind};
-  bind.injected = true;
-  owed_.push_back(std::move(parse));
-  owed_.push_back(std::move(bind));
   execute.substitutes = std::move(substitutes);
-  owed_.push_back(std::move(execute));
-  // The substitute took the unnamed statement and portal.
-  statements_.erase(std::string());
-  portals_.erase(std::string());
+  inject_unnamed_before(std::move(execute));
 }
 
 const Substitute* Decoder::running_substitute(std::shared_ptr<const Substitutes>& owner) const {

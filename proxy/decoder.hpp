@@ -277,6 +277,7 @@ class Decoder {
   void track_shape(const parser::Statement& st, const OwedReply& entry);
   void end_shape_transaction(bool committed);
   // The substitute now running at the head of the owed queue (null: none); `owner` keeps it alive.
+  void inject_unnamed_before(OwedReply execute);
   const Substitute* running_substitute(std::shared_ptr<const Substitutes>& owner) const;
 
   parser::Classifier& classifier_;

@@ -281,51 +281,43 @@ void Session::end_hold(HoldEnding ending, std::string_view sqlstate, const std::
         // The quarantine: the substitute reaches the server in the message's place (the same
         // statements, so the decoder's entry for it stands), and its replies are made the client's.
         metrics().quarantine_substitutions.fetch_add(1, std::memory_order_relaxed);
-        p.discard = hold_.held_bytes();
-        if (hold_.type() == 'Q') {
-          append_message(p.inject, 'Q', std::string_view(sub->sql.c_str(), sub->sql.size() + 1));
-        } else {
-          std::string parse;
-          parse.push_back('\0');
-          parse.append(sub->sql);
-          parse.push_back('\0');
-          parse.append("\0\0", 2);
-          append_message(p.inject, 'P', parse);
-          append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
-          append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
-        }
+        send_in_place_of_held(sub->sql);
         decoder_->substitute_last(std::make_shared<const Substitutes>(sub->substitutes));
         break;
       }
       p.scan += hold_.held_bytes();
       break;
     case HoldEnding::refused:
-    case HoldEnding::cancelled: {
+    case HoldEnding::cancelled:
       metrics().rejected_statements.fetch_add(1);
-      p.discard = hold_.held_bytes();
-      std::string sql = raise_sql(sqlstate, message);
-      if (hold_.type() == 'Q') {
-        append_message(p.inject, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
-      } else {
-        // Extended protocol: run the raise through the unnamed statement and portal; the
-        // ParseComplete/BindComplete it causes are swallowed, the error reaches the client
-        // in place of the Execute's reply, and the server skips to the client's Sync.
-        std::string parse;
-        parse.push_back('\0');
-        parse.append(sql);
-        parse.push_back('\0');
-        parse.append("\0\0", 2);
-        append_message(p.inject, 'P', parse);
-        append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
-        append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
-      }
+      send_in_place_of_held(raise_sql(sqlstate, message));
       decoder_->replace_last_with_refusal();
       break;
-    }
     case HoldEnding::client_left:
       return close("client left during a hold");
   }
   pump(p);
+}
+
+// The held message is dropped whole and `sql` sent in its place. Simple protocol: a Query.
+// Extended: Parse + Bind + Execute of the unnamed statement and portal, whose ParseComplete and
+// BindComplete are swallowed (the decoder's entries say so); the Execute's reply is the client's,
+// and after an error the server skips to the client's Sync.
+void Session::send_in_place_of_held(const std::string& sql) {
+  Pipe& p = front_;
+  p.discard = hold_.held_bytes();
+  if (hold_.type() == 'Q') {
+    append_message(p.inject, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
+    return;
+  }
+  std::string parse;
+  parse.push_back('\0');
+  parse.append(sql);
+  parse.push_back('\0');
+  parse.append("\0\0", 2);
+  append_message(p.inject, 'P', parse);
+  append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
+  append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
 }
 
 capture::StatementContext Session::statement_context(const parser::Facts& facts) const {

@@ -130,6 +130,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool should_hold(const std::shared_ptr<const parser::Facts>& facts);
   void begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total);
   void end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message);
+  void send_in_place_of_held(const std::string& sql);
   void confirm_outcomes();
   std::string outcome_database() const;   // where this session's holds captured
   // The substitute of a quarantined statement ran it for real: why, for the log and the ledger.
