@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""The recreate cycle, through predrop against direct (issue 21): no assertions, ratios only.
+
+Every pgbench client recreates its own table in autocommit, as the reference platform's ingestion
+does (spec 023): CREATE TABLE, INSERT 200 rows, ANALYZE, DROP TABLE. The same script runs against
+
+  direct        the server itself
+  pgbouncer     PgBouncer in session mode (PGB_PORT, when scripts/bench.sh started one)
+  snapshot      predrop with the default rule (a snapshot before every DROP, its after)
+  quarantine    predrop with rules: [{schema: "*", action: quarantine}]
+  empty_q       predrop with a quarantine rule for a schema nothing is dropped in (an empty
+                quarantine must cost nothing)
+
+for CHURN_CLIENTS clients, in interleaved rounds (the order rotates every round), CHURN_REPS rounds
+of CHURN_SECONDS each; each cell is the median of its rounds and the ratio is the median of the
+per-round ratios against the direct run of the same round. CHURN_DURABILITY ("off on") runs the
+whole set with fsync and synchronous_commit off, then on (ALTER SYSTEM + reload).
+
+For every predrop run the ledger gives the hold's p50/p99 (hold_ms) of that run's DROPs, and
+/proc gives predrop's CPU per cycle. CHURN_BINS="label=/path/to/predrop ..." compares builds in one
+run (before and after a change): each label gets its own instances, and cells are named
+label:mode.
+
+Environment: PGHOST PGPORT PREDROP_BIN (scripts/bench.sh), CHURN_CLIENTS ("1 8 32"),
+CHURN_SECONDS (10), CHURN_REPS (3), CHURN_MODES ("snapshot quarantine empty_q"), CHURN_DURABILITY
+("off on"), CHURN_BINS, BENCH_WORK (results in churn-results.tsv).
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "hold"))
+import holdlib  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+from benchlib import pct, record, results  # noqa: E402
+
+CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
+SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
+REPS = int(os.environ.get("CHURN_REPS", "3"))
+MODES = os.environ.get("CHURN_MODES", "snapshot quarantine empty_q").split()
+DURABILITY = os.environ.get("CHURN_DURABILITY", "off on").split()
+PGB_PORT = os.environ.get("PGB_PORT")
+
+SCRIPT = """\
+CREATE TABLE churn_:client_id (id int, provincia text, monto numeric, fecha date);
+INSERT INTO churn_:client_id SELECT g, 'provincia ' || (g % 24), g * 1.5, date '2026-01-01' + g % 365 FROM generate_series(1, 200) g;
+ANALYZE churn_:client_id;
+DROP TABLE churn_:client_id;
+"""
+
+CONFIGS = {
+    "snapshot": None,
+    # The purger keeps the quarantine at 200 tables, so that the catalog does not grow from run to run
+    # (the direct runs would pay for it too); purging is the DROP's cost, deferred.
+    "quarantine": "rules:\n  - schema: \"*\"\n    action: quarantine\nquarantine:\n  max_tables: 200\n",
+    "empty_q": "rules:\n  - schema: \"nothing_dropped_here\"\n    action: quarantine\n  - schema: \"*\"\n    action: snapshot\n",
+}
+
+
+def cpu_ticks(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except OSError:
+        return None
+
+
+def bins():
+    spec = os.environ.get("CHURN_BINS", "").split()
+    if not spec:
+        return [("", os.environ["PREDROP_BIN"])]
+    return [tuple(s.split("=", 1)) for s in spec]
+
+
+def reset_tables(h, n):
+    h.exec("DO $$BEGIN FOR i IN 0..%d LOOP EXECUTE format('DROP TABLE IF EXISTS churn_%%s', i); END LOOP; END$$" % n)
+
+
+def run_pgbench(h, port, clients, script):
+    r = subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n", "-c", str(clients),
+                        "-j", str(min(clients, 2)), "-T", str(SECONDS), "-M", "simple", "-f", script, h.db],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m = re.search(r"tps = ([0-9.]+) \((?:without|excluding)", r.stdout)
+    fails = re.search(r"number of failed transactions: (\d+)", r.stdout)
+    tps = float(m.group(1)) if m else float("nan")
+    note = ""
+    if r.returncode != 0 or not m:
+        note = "  (pgbench exit %d: %s)" % (r.returncode, r.stdout.strip().splitlines()[-1:] if r.stdout else "")
+    elif fails and fails.group(1) != "0":
+        note = "  (failed transactions %s)" % fails.group(1)
+    return tps, note
+
+
+def main():
+    h = holdlib.Hold("churn")
+    script = os.path.join(h.work, "churn.sql")
+    with open(script, "w") as f:
+        f.write(SCRIPT)
+    try:
+        # The ground-truth event trigger is the tests'; a bench measures the DROP as production runs it.
+        h.exec("DROP EVENT TRIGGER hold_truth_record_drop")
+        targets = [("direct", h.port, None)]
+        if PGB_PORT:
+            targets.append(("pgbouncer", int(PGB_PORT), None))
+        for label, path in bins():
+            for mode in MODES:
+                p = h.start_predrop("--hold-timeout-ms", "60000", config=CONFIGS[mode], env={"PREDROP_BIN": path})
+                targets.append(((label + ":" if label else "") + mode, p.port, p))
+        hz = os.sysconf("SC_CLK_TCK")
+        for durability in DURABILITY:
+            h.exec("ALTER SYSTEM SET fsync = %s" % durability, db="postgres")
+            h.exec("ALTER SYSTEM SET synchronous_commit = %s" % durability, db="postgres")
+            h.exec("SELECT pg_reload_conf()", db="postgres")
+            time.sleep(0.5)
+            print("recreate cycle (CREATE, INSERT 200, ANALYZE, DROP), fsync=%s synchronous_commit=%s, %d s x %d rounds:"
+                  % (durability, durability, SECONDS, REPS))
+            for clients in CLIENTS:
+                tps = {}
+                holds = {}
+                cpu = {}
+                for rep in range(REPS):
+                    order = targets[rep % len(targets):] + targets[:rep % len(targets)]
+                    for name, port, p in order:
+                        reset_tables(h, clients)
+                        t0 = cpu_ticks(p.pid) if p else None
+                        started = h.sq("SELECT now()")[0][0] if p else None
+                        v, note = run_pgbench(h, port, clients, script)
+                        tps.setdefault(name, []).append(v)
+                        line = "  c=%-3d round %d %-22s %8.1f tps%s" % (clients, rep + 1, name, v, note)
+                        if p:
+                            t1 = cpu_ticks(p.pid)
+                            if t0 is not None and t1 is not None and v > 0:
+                                us = (t1 - t0) * 1e6 / hz / (v * SECONDS)
+                                cpu.setdefault(name, []).append(us)
+                                line += "  predrop CPU %5.0f us/cycle" % us
+                            time.sleep(0.3)
+                            hs = [r[0] for r in h.sq(
+                                "SELECT hold_ms FROM predrop.drop_events WHERE occurred_at >= %s AND hold_ms IS NOT NULL "
+                                "AND statement_kind = 'drop_table'", (started,))]
+                            holds.setdefault(name, []).extend(hs)
+                        print(line, flush=True)
+                direct = tps.get("direct", [])
+                for name, _, p in targets:
+                    vs = tps.get(name, [])
+                    if not vs:
+                        continue
+                    ratios = [a / d for a, d in zip(vs, direct) if d and d == d and a == a]
+                    ratio = statistics.median(ratios) if ratios else float("nan")
+                    med = statistics.median(vs)
+                    extra = ""
+                    key = "fsync_%s_c%d_%s" % (durability, clients, name.replace(":", "_"))
+                    if p and holds.get(name):
+                        hs = holds[name]
+                        extra += "  hold p50 %.2f ms p99 %.2f ms (n=%d)" % (pct(hs, 50), pct(hs, 99), len(hs))
+                        record("churn", key + "_hold_p50_ms", "%.2f" % pct(hs, 50))
+                        record("churn", key + "_hold_p99_ms", "%.2f" % pct(hs, 99))
+                    if cpu.get(name):
+                        extra += "  predrop CPU %.0f us/cycle" % statistics.median(cpu[name])
+                        record("churn", key + "_predrop_cpu_us_per_cycle", "%.0f" % statistics.median(cpu[name]))
+                    print("  c=%-3d %-24s median %8.1f tps  %.2fx direct%s" % (clients, name, med, ratio, extra), flush=True)
+                    record("churn", key + "_tps", "%.1f" % med)
+                    record("churn", key + "_x_direct", "%.2f" % ratio)
+            h.exec("DELETE FROM predrop.drop_events", db=h.store_db)
+    finally:
+        h.exec("ALTER SYSTEM RESET fsync", db="postgres")
+        h.exec("ALTER SYSTEM RESET synchronous_commit", db="postgres")
+        h.exec("SELECT pg_reload_conf()", db="postgres")
+        h.cleanup()
+    out = "\n".join("%s\t%s\t%s" % r for r in results) + "\n"
+    print("# results (section, metric, value)")
+    sys.stdout.write(out)
+    if os.environ.get("BENCH_WORK"):
+        with open(os.path.join(os.environ["BENCH_WORK"], "churn-results.tsv"), "w") as f:
+            f.write(out)
+
+
+if __name__ == "__main__":
+    main()
