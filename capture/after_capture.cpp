@@ -21,7 +21,8 @@ AfterCapture::AfterCapture(asio::io_context& io, const CaptureConfig& cfg, Snaps
       ledger_(ledger),
       counters_(counters),
       delay_timer_(io),
-      poll_timer_(io) {}
+      poll_timer_(io),
+      copy_timer_(io) {}
 
 void AfterCapture::submit(SnapshotRequest request) {
   if (stopped_) return;
@@ -54,27 +55,51 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
       }
       auto& targets = r->targets;
       for (auto it = targets.begin(); it != targets.end();) {
-        const bool same = it->kind == "by_oid"
-                              ? it->oid == t.oid
-                              : session != 0 && r->session == session && it->name == t.table &&
-                                    (it->schema.empty() || it->schema == t.schema);
+        // By name: a qualified name is that table whichever session drops it; an unqualified one
+        // is when the same session holds it, or when the table held is in a schema of the after's
+        // search_path (where its CREATE put it). With afters waiting cfg.after_delay, a table
+        // recreated by a worker and dropped by another (a cleanup task, a psql session) is read
+        // once, by the DROP's before.
+        const bool same =
+            it->kind == "by_oid"
+                ? it->oid == t.oid
+                : it->name == t.table &&
+                      (!it->schema.empty() ? it->schema == t.schema
+                                           : (session != 0 && r->session == session) ||
+                                                 std::find(r->search_path.begin(), r->search_path.end(), t.schema) !=
+                                                     r->search_path.end());
         if (!same) {
           ++it;
           continue;
         }
         ++counters_.afters_absorbed;
         ++counters_.afters_written;
-        ledger_.exec([before = t.snapshot_id, reason = r->reason, hint = it->pair_hint, ctx = r->ctx,
-                      this](const StoreSql& sql) {
-          // Prepared once per store connection, as the write is: planning it costs more than running it.
-          return BatchQuery{"predrop_copy_after_v1", sql.copy_after, copy_after_params(before, reason, hint, ctx, cfg_)};
-        }, "after copied from a before");
+        copies_.push_back({t.snapshot_id, r->reason, it->pair_hint, r->ctx});
         it = targets.erase(it);
       }
       q = targets.empty() ? queue_.erase(q) : std::next(q);
     }
   }
+  if (!copies_.empty() && !copy_armed_) {
+    copy_armed_ = true;
+    copy_timer_.expires_after(cfg_.background_batch);
+    copy_timer_.async_wait([this](const boost::system::error_code& ec) {
+      copy_armed_ = false;
+      if (!ec) write_copies();
+    });
+  }
   publish();
+}
+
+// Every copy gathered within one window is one statement (kCopyAfterSql), prepared once per store
+// connection as the write is: at churn rates a statement per absorbed after was the store's
+// costliest (issue 21's breakdown).
+void AfterCapture::write_copies() {
+  if (copies_.empty()) return;
+  ledger_.exec([copies = std::move(copies_), this](const StoreSql& sql) {
+    return BatchQuery{"predrop_copy_after_v2", sql.copy_after, copy_after_params(copies, cfg_)};
+  }, "afters copied from befores");
+  copies_.clear();
 }
 
 // Half the capture pool at most, so that holds always find a connection soon. An after starts
@@ -233,7 +258,13 @@ void AfterCapture::publish() {
   counters_.stats_waiting = waiting_.size();
 }
 
+void AfterCapture::flush_copies() {
+  copy_timer_.cancel();
+  write_copies();
+}
+
 void AfterCapture::shutdown() {
+  flush_copies();
   stopped_ = true;
   poll_timer_.cancel();
   delay_timer_.cancel();

@@ -19,6 +19,7 @@
 #include "capture/conn_pool.hpp"
 #include "capture/ledger_writer.hpp"
 #include "capture/snapshot_pipeline.hpp"
+#include "capture/store_writer.hpp"
 
 namespace predrop::capture {
 
@@ -27,11 +28,13 @@ class AfterCapture {
   AfterCapture(boost::asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline, ConnPool& capture_pool,
                LedgerWriter& ledger, CaptureCounters& counters);
   void submit(SnapshotRequest request);
-  // A hold's snapshot was written: an after still waiting for the same table (by OID, or the same
-  // session's by name) would read the very shape that before holds, or, if the hold's statement
+  // A hold's snapshot was written: an after still waiting for the same table (by OID, or by name:
+  // see absorb's rule) would read the very shape that before holds, or, if the hold's statement
   // drops it, nothing at all. It is written as a copy of that before instead, with no catalog read.
   // `database` and `session` are the hold's.
   void absorb(const std::string& database, uint64_t session, const SnapshotResult& result);
+  // Writes the copies gathered so far now rather than at the end of their window (stopping).
+  void flush_copies();
   void shutdown();
 
  private:
@@ -49,6 +52,7 @@ class AfterCapture {
   void poll();
   void poll_database(const std::string& database, std::vector<Waiting> waiting);
   void publish();
+  void write_copies();
 
   boost::asio::io_context& io_;
   const CaptureConfig& cfg_;
@@ -70,6 +74,10 @@ class AfterCapture {
   bool poll_armed_ = false;
   int polls_running_ = 0;
   bool stopped_ = false;
+  // Afters absorbed in this window, written together (write_copies).
+  std::vector<AfterCopy> copies_;
+  boost::asio::steady_timer copy_timer_;
+  bool copy_armed_ = false;
 };
 
 }  // namespace predrop::capture

@@ -23,6 +23,7 @@ struct CaptureConfig {
   std::string store_table = "predrop.schema_snapshots";
   std::string events_table = "predrop.drop_events";
   int pool_size = 4;                  // hard maximum of capture connections, all databases together
+  std::chrono::seconds idle_close{60};  // capture and store connections idle this long close (0: never)
   ProfileBounds bounds;               // 20 values / 120 chars / 300 columns
   std::vector<std::string> hash_excluded = {"_source_dataset_id", "_ingested_at", "_source_url"};
   bool naive_array_split = false;     // reproduce the reference's comma split (shared stores)
@@ -48,7 +49,12 @@ struct CaptureConfig {
   // pool, at least one), so that holds always find a capture connection soon.
   size_t after_queue_max = 10000;
   int after_concurrency = 0;
-  std::chrono::milliseconds after_delay{10};       // an after waits this long for a hold to absorb it
+  // An after waits this long for a hold of its table to absorb it: a table recreated and dropped
+  // within it (ingestion churn) has its shape read once, by the DROP's before.
+  std::chrono::milliseconds after_delay{1000};
+  // Background store statements (outcome checks and updates, copied afters) gathered for this long
+  // go as one statement each: off the client's path, and a churn's are one per window, not per DROP.
+  std::chrono::milliseconds background_batch{20};
   bool analyze_after_create = false;
   std::chrono::seconds stats_horizon{3600};        // 0: an after never waits for statistics
   std::chrono::milliseconds stats_poll{5000};
@@ -138,6 +144,10 @@ struct PendingOutcome {
   std::string quarantine_schema;
   int64_t retention_s = 0;
   std::string application_name, client_addr;
+  // The hold that wrote it, written with the outcome (no statement of its own): onto the ledger
+  // row, and onto the snapshot row when the hold wrote it (not one it was deduplicated against).
+  std::optional<double> hold_ms;
+  bool hold_ms_on_snapshot = false;
 };
 
 // Told of each table an outcome check finds quarantined (any thread): the purger inside serve

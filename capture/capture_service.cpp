@@ -7,6 +7,7 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -66,8 +67,10 @@ struct CaptureService::Impl {
   explicit Impl(CaptureConfig c)
       : cfg(std::move(c)),
         work(asio::make_work_guard(io)),
-        capture_pool(io, cfg.pool_size, [this](const std::string& db) { return capture_params(db); }, "capture"),
-        store_pool(io, cfg.store_pool_size, [this](const std::string&) { return store_params(); }, "store"),
+        capture_pool(io, cfg.pool_size, [this](const std::string& db) { return capture_params(db); }, "capture",
+                     cfg.idle_close),
+        store_pool(io, cfg.store_pool_size, [this](const std::string&) { return store_params(); }, "store",
+                   cfg.idle_close),
         health(cfg.store_conninfo, cfg.store_table, cfg.events_table, cfg.store_check_interval),
         ledger(io, store_pool, cfg, health, counters, stopped, [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
         pipeline(io, cfg, capture_pool, store_pool, ledger, health, counters,
@@ -96,12 +99,15 @@ struct CaptureService::Impl {
                               " -c default_transaction_read_only=on" +
                               // The catalog queries probe by name/OID, so a generic plan is as good as
                               // a custom one, and re-planning the batched CTE costs milliseconds a hold.
-                              " -c plan_cache_mode=force_generic_plan");
+                              " -c plan_cache_mode=force_generic_plan"
+                              // A generic plan's estimates can pass jit_above_cost, and JIT compiling
+                              // a millisecond query costs ~70 ms, every execution (issue 21).
+                              " -c jit=off");
   }
   ConnectParams store_params() const {
     return connect_params(cfg.store_conninfo, "", "predrop-store",
                           "-c statement_timeout=" + std::to_string(cfg.store_statement_timeout_ms) +
-                              " -c lock_timeout=2000 -c plan_cache_mode=force_generic_plan");
+                              " -c lock_timeout=2000 -c plan_cache_mode=force_generic_plan -c jit=off");
   }
 
   const StoreSql& sql_for(PgConn& conn) {
@@ -116,19 +122,99 @@ struct CaptureService::Impl {
   }
 
   // After the client's transaction ended: which captured OIDs still exist, and where, onto their
-  // rows. A table now in its statement's quarantine schema was quarantined: its store row is
-  // written from the comment its move left (the catalog is the truth, the store its index).
+  // rows. The checks of one window (cfg.background_batch) go as one catalog read and one store
+  // update per database, one check in flight per database: a churn's outcomes cost a statement
+  // per window, not per DROP.
+  struct OutcomeBatch {
+    std::vector<PendingOutcome> waiting;
+    bool checking = false;
+  };
+  std::map<std::string, OutcomeBatch> outcome_batches;
+  asio::steady_timer outcome_timer{io};
+  bool outcome_armed = false;
+
   void confirm(std::string database, std::vector<PendingOutcome> pending) {
     if (pending.empty()) return;
+    auto& batch = outcome_batches[database];
+    for (auto& p : pending) batch.waiting.push_back(std::move(p));
+    arm_outcomes();
+  }
+
+  void arm_outcomes() {
+    if (draining) return start_outcome_checks();
+    if (outcome_armed) return;
+    outcome_armed = true;
+    outcome_timer.expires_after(cfg.background_batch);
+    outcome_timer.async_wait([this](const boost::system::error_code& ec) {
+      outcome_armed = false;
+      if (!ec) start_outcome_checks();
+    });
+  }
+
+  void start_outcome_checks() {
+    for (auto it = outcome_batches.begin(); it != outcome_batches.end();) {
+      OutcomeBatch& b = it->second;
+      if (!b.checking && !b.waiting.empty()) {
+        b.checking = true;
+        ++checks_in_flight;
+        check_outcomes(it->first, std::move(b.waiting));
+        b.waiting.clear();
+      }
+      // A database with nothing waiting or running is forgotten.
+      it = !b.checking && b.waiting.empty() ? outcome_batches.erase(it) : std::next(it);
+    }
+  }
+
+  void outcomes_checked(const std::string& database) {
+    --checks_in_flight;
+    auto it = outcome_batches.find(database);
+    if (it == outcome_batches.end()) return;
+    it->second.checking = false;
+    if (!it->second.waiting.empty()) arm_outcomes();
+  }
+
+  // Stopping: what waits for its window goes now, and the service shuts down once the outcome
+  // checks and the store statements they lead to are answered (or after a bound, the store being
+  // down: the retry queue is not waited for).
+  bool draining = false;
+  int checks_in_flight = 0;
+  asio::steady_timer drain_timer{io};
+  std::chrono::steady_clock::time_point drain_deadline;
+
+  void drain_then(std::function<void()> then) {
+    draining = true;
+    drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    outcome_timer.cancel();
+    start_outcome_checks();
+    afters.flush_copies();
+    wait_drained(std::move(then));
+  }
+
+  void wait_drained(std::function<void()> then) {
+    if ((checks_in_flight == 0 && ledger.in_flight() == 0) || std::chrono::steady_clock::now() >= drain_deadline)
+      return then();
+    drain_timer.expires_after(std::chrono::milliseconds(5));
+    drain_timer.async_wait([this, then = std::move(then)](const boost::system::error_code&) mutable {
+      wait_drained(std::move(then));
+    });
+  }
+
+  // A table now in its statement's quarantine schema was quarantined: its store row is written
+  // from the comment its move left (the catalog is the truth, the store its index).
+  void check_outcomes(std::string database, std::vector<PendingOutcome> pending) {
     capture_pool.acquire(database, [this, database, pending = std::move(pending)](ConnPool::Conn conn, std::string err) {
-      if (!conn) return spdlog::warn("predrop outcome check: {}", err);
+      if (!conn) {
+        outcomes_checked(database);
+        return spdlog::warn("predrop outcome check: {}", err);
+      }
       std::vector<std::optional<std::string>> oids, schemas;
       for (const auto& p : pending) oids.push_back(std::to_string(p.oid)), schemas.push_back(p.quarantine_schema);
       ++counters.catalog;
-      conn->exec(kOutcomeCheckSql, {pg_array_literal(oids), pg_array_literal(schemas)},
+      conn->exec_prepared("predrop_outcome_check_v1", kOutcomeCheckSql, {pg_array_literal(oids), pg_array_literal(schemas)},
                  [this, conn, database, pending](PgResult r) {
                    capture_pool.release(conn, true);
                    counters.publish(capture_pool);
+                   outcomes_checked(database);
                    if (!r.ok()) return spdlog::warn("predrop outcome check failed: {}", r.error);
                    struct Found { std::string quarantine_id, table, detail, bytes, schema; };
                    std::map<uint32_t, Found> alive;
@@ -155,7 +241,7 @@ struct CaptureService::Impl {
                                      p.event_id.empty() ? std::nullopt : std::optional(p.event_id),
                                      std::to_string(p.retention_s), p.application_name, p.client_addr};
                        ledger.exec([params = std::move(params)](const StoreSql&) {
-                         return BatchQuery{nullptr, quarantine_record_sql("predrop.quarantine"), params};
+                         return BatchQuery{"predrop_quarantine_record_v1", quarantine_record_sql("predrop.quarantine"), params};
                        }, "quarantine record");
                        continue;
                      }
@@ -167,13 +253,15 @@ struct CaptureService::Impl {
                    if (std::any_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "quarantined"; }))
                      notify_quarantined();
                    ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
-                     return BatchQuery{nullptr, s.outcome, outcome_params(pending, outcomes, quarantine_ids)};
+                     return BatchQuery{"predrop_outcome_v2", s.outcome, outcome_params(pending, outcomes, quarantine_ids)};
                    }, "outcome update");
                  });
     });
   }
 
   void shutdown() {
+    outcome_timer.cancel();
+    drain_timer.cancel();
     afters.shutdown();
     pipeline.shutdown();
     ledger.shutdown();
@@ -256,7 +344,8 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
       impl->ledger.exec([snapshot_ids, event_ids, hold_ms](const StoreSql& s) {
         // A miss has no snapshot row: leave the snapshot table (perhaps the locked thing) alone.
         const std::string& q = snapshot_ids.empty() ? s.hold_events : s.hold;
-        return BatchQuery{nullptr, q, hold_params(snapshot_ids, event_ids, hold_ms)};
+        return BatchQuery{snapshot_ids.empty() ? "predrop_hold_events_v1" : "predrop_hold_v1", q,
+                          hold_params(snapshot_ids, event_ids, hold_ms)};
       }, "hold update");
     });
   });
@@ -302,9 +391,11 @@ bool CaptureService::recent_events(int limit, std::string& json, std::string& er
 void CaptureService::stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;
   asio::post(impl_->io, [impl = impl_.get()] {
-    impl->shutdown();
-    impl->work.reset();
-    impl->io.stop();
+    impl->drain_then([impl] {
+      impl->shutdown();
+      impl->work.reset();
+      impl->io.stop();
+    });
   });
   if (impl_->thread.joinable()) {
     if (impl_->thread.get_id() == std::this_thread::get_id()) impl_->thread.detach();

@@ -11,7 +11,7 @@ namespace predrop::capture {
 namespace {
 
 // Relation kinds a snapshot covers: tables, partitioned tables, matviews, foreign tables, views.
-constexpr const char* kCatalogSql = R"SQL(
+constexpr const char* kCatalogCtes = R"SQL(
 WITH RECURSIVE t AS (
   SELECT * FROM unnest($1::text[], $2::name[], $3::name[]) WITH ORDINALITY AS t(kind, sch, nm, tord)
 ), sp AS (
@@ -62,6 +62,10 @@ WITH RECURSIVE t AS (
               JOIN pg_inherits i ON i.inhparent = tree.oid
    WHERE (SELECT t.kind FROM t WHERE t.tord = tree.tord) NOT IN ('by_oid', 'create_table', 'altered_table')
 )
+@FINAL@)SQL";
+
+// The catalog read alone (evidence/baseline.cpp reads pg_stats apart).
+constexpr const char* kCatalogSelect = R"SQL(
 SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
        CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,
        a.attnum, a.attname, format_type(a.atttypid, a.atttypmod)
@@ -72,6 +76,41 @@ SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
   LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
  ORDER BY tree.tord, c.oid, a.attnum
 )SQL";
+
+// A hold's capture in one statement (issue 21: one round trip and one statement a hold, not two):
+// the catalog read with each column's pg_stats row beside it ($6 entries, each clipped to $7
+// characters on the server in proper mode; the naive mode clips per part on our side), the
+// table's own statistics ahead of its inheritance tree's, as apply_stats keeps them. Columns
+// 9..13: found, null_frac, n_distinct, most_common_vals, histogram_bounds.
+constexpr const char* kCaptureSelect = R"SQL(
+SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
+       CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,
+       a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
+       st.found, st.null_frac, st.n_distinct, st.mcv, st.hist
+  FROM tree
+  CROSS JOIN LATERAL (SELECT * FROM pg_class c WHERE c.oid = tree.oid AND c.relkind IN ('r', 'p', 'm', 'f', 'v') OFFSET 0) c
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+  LEFT JOIN LATERAL (
+    SELECT true AS found, s.null_frac, s.n_distinct, @MCV@ AS mcv, @HIST@ AS hist
+      FROM pg_stats s
+     WHERE c.relkind <> 'v' AND s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = a.attname
+     ORDER BY s.inherited
+     LIMIT 1) st ON true
+ ORDER BY tree.tord, c.oid, a.attnum
+)SQL";
+constexpr const char* kProperMcv =
+    "ARRAY(SELECT left(u.v, $7::int) FROM unnest((s.most_common_vals::text::text[])[1:$6::int]) WITH ORDINALITY AS u(v, o) ORDER BY u.o)";
+constexpr const char* kProperHist =
+    "ARRAY(SELECT left(u.v, $7::int) FROM unnest((s.histogram_bounds::text::text[])[1:$6::int]) WITH ORDINALITY AS u(v, o) ORDER BY u.o)";
+constexpr const char* kNaiveMcv = "(s.most_common_vals::text::text[])[1:$6::int]::text";
+constexpr const char* kNaiveHist = "(s.histogram_bounds::text::text[])[1:$6::int]::text";
+
+std::string with_select(const std::string& select) {
+  std::string sql = kCatalogCtes;
+  sql.replace(sql.find("@FINAL@"), 7, select);
+  return sql;
+}
 
 // Proper mode: slice to $3 entries and clip each to $4 characters on the server, so only the
 // bounded profile crosses the wire. anyarray has no direct cast to text[]; via text it has.
@@ -131,9 +170,26 @@ BatchQuery catalog_query(const SnapshotRequest& req) {
   }
   if (!has_catalog) path.push_back(std::string("pg_catalog"));
   path.insert(path.end(), listed.begin(), listed.end());
-  return {"predrop_catalog_v1", kCatalogSql,
+  static const std::string sql = with_select(kCatalogSelect);
+  return {"predrop_catalog_v1", sql,
           {pg_array_literal(kinds), pg_array_literal(schemas), pg_array_literal(names), pg_array_literal(path),
            pg_array_literal(roles)}};
+}
+
+BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bounds, bool naive) {
+  auto build = [](const char* mcv, const char* hist) {
+    std::string select = kCaptureSelect;
+    select.replace(select.find("@MCV@"), 5, mcv);
+    select.replace(select.find("@HIST@"), 6, hist);
+    return with_select(select);
+  };
+  static const std::string proper = build(kProperMcv, kProperHist), naive_sql = build(kNaiveMcv, kNaiveHist);
+  BatchQuery q = catalog_query(request);
+  q.name = naive ? "predrop_capture_naive_v1" : "predrop_capture_proper_v1";
+  q.sql = naive ? naive_sql : proper;
+  q.params.push_back(std::to_string(bounds.max_values));                   // $6
+  if (!naive) q.params.push_back(std::to_string(bounds.max_value_chars));  // $7: naive clips per part, client-side
+  return q;
 }
 
 CatalogResult parse_catalog(const PgResult& r, size_t target_count) {
@@ -165,6 +221,31 @@ CatalogResult parse_catalog(const PgResult& r, size_t target_count) {
     c.name = r.text(i, 7);
     c.pg_type = r.text(i, 8);
     t.snap.columns.push_back(std::move(c));
+  }
+  return out;
+}
+
+CatalogResult parse_capture(const PgResult& r, size_t target_count, const ProfileBounds& bounds, bool naive) {
+  CatalogResult out = parse_catalog(r, target_count);
+  std::map<uint32_t, CapturedTable*> by_oid;
+  for (auto& t : out.tables) by_oid[t.snap.table_oid] = &t;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (r.is_null(i, 6) || r.is_null(i, 9)) continue;  // no column, or no statistics for it
+    auto it = by_oid.find(static_cast<uint32_t>(std::strtoul(r.text(i, 1).c_str(), nullptr, 10)));
+    if (it == by_oid.end()) continue;
+    CapturedTable& t = *it->second;
+    // Above max_columns a table gets no profile (mark_profile_skipped), as with apply_stats.
+    if (static_cast<int>(t.snap.columns.size()) > bounds.max_columns) continue;
+    const int attnum = std::atoi(r.text(i, 6).c_str());
+    for (auto& c : t.snap.columns) {
+      if (c.ordinal != attnum) continue;
+      t.snap.stats_available = true;
+      c.null_frac = to_double(r.opt(i, 10));
+      c.n_distinct = to_double(r.opt(i, 11));
+      c.most_common_vals = r.is_null(i, 12) ? std::vector<std::string>{} : parse_pg_array(r.text(i, 12), bounds, naive);
+      c.histogram_sample = r.is_null(i, 13) ? std::vector<std::string>{} : parse_pg_array(r.text(i, 13), bounds, naive);
+      break;
+    }
   }
   return out;
 }

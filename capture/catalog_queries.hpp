@@ -46,6 +46,12 @@ struct CatalogResult {
 };
 CatalogResult parse_catalog(const PgResult& r, size_t target_count);
 
+// A hold's or an after's capture in one statement: the catalog read with each column's pg_stats
+// row beside it (bounded server-side as stats_query is), parsed into the same result as
+// parse_catalog followed by apply_stats.
+BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bounds, bool naive);
+CatalogResult parse_capture(const PgResult& r, size_t target_count, const ProfileBounds& bounds, bool naive);
+
 // pg_stats for the tables that get a profile (not views, not above bounds.max_columns).
 // Empty when there is none. Arrays are sliced and values clipped by the server.
 std::optional<BatchQuery> stats_query(const std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive);

@@ -8,8 +8,42 @@
 
 namespace predrop::capture {
 
-ConnPool::ConnPool(boost::asio::io_context& io, int max_total, ParamsFn params, std::string what)
-    : io_(io), max_total_(max_total < 1 ? 1 : max_total), params_(std::move(params)), what_(std::move(what)) {}
+ConnPool::ConnPool(boost::asio::io_context& io, int max_total, ParamsFn params, std::string what,
+                   std::chrono::seconds idle_close)
+    : io_(io),
+      max_total_(max_total < 1 ? 1 : max_total),
+      params_(std::move(params)),
+      what_(std::move(what)),
+      idle_close_(idle_close) {}
+
+void ConnPool::arm_idle_close() {
+  if (idle_close_.count() <= 0 || idle_timer_armed_ || idle_.empty() || closed_) return;
+  if (!idle_timer_) idle_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  idle_timer_armed_ = true;
+  auto oldest = *std::min_element(idle_since_.begin(), idle_since_.end());
+  idle_timer_->expires_at(oldest + idle_close_);
+  idle_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: the pool is closing
+    idle_timer_armed_ = false;
+    close_idle();
+  });
+}
+
+void ConnPool::close_idle() {
+  if (closed_) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < idle_.size();) {
+    if (now - idle_since_[i] < idle_close_) {
+      ++i;
+      continue;
+    }
+    idle_[i]->kill();
+    --open_;
+    idle_.erase(idle_.begin() + static_cast<long>(i));
+    idle_since_.erase(idle_since_.begin() + static_cast<long>(i));
+  }
+  arm_idle_close();
+}
 
 uint64_t ConnPool::acquire(const std::string& key, AcquireFn fn, bool background) {
   uint64_t t = next_ticket_++;
@@ -39,6 +73,8 @@ void ConnPool::release(Conn conn, bool reusable) {
   if (!conn) return;
   if (reusable && !closed_ && !conn->busy()) {
     idle_.push_back(std::move(conn));
+    idle_since_.push_back(std::chrono::steady_clock::now());
+    arm_idle_close();
   } else {
     conn->kill();
     --open_;
@@ -51,6 +87,8 @@ void ConnPool::close_all() {
   for (auto& c : idle_) c->kill();
   open_ -= idle_.size();
   idle_.clear();
+  idle_since_.clear();
+  if (idle_timer_) idle_timer_->cancel();
   waiters_.clear();
   for (auto& [ticket, attempt] : connecting_) {
     attempt->timer->cancel();
@@ -65,29 +103,37 @@ void ConnPool::pump() {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     // An idle connection to the same database: reuse it if the server has not closed it.
     bool served = false;
-    for (auto c = idle_.begin(); c != idle_.end();) {
-      if ((*c)->key() != it->key) {
+    for (size_t c = 0; c < idle_.size();) {
+      if (idle_[c]->key() != it->key) {
         ++c;
         continue;
       }
-      Conn conn = *c;
-      c = idle_.erase(c);
+      Conn conn = idle_[c];
+      idle_.erase(idle_.begin() + static_cast<long>(c));
+      idle_since_.erase(idle_since_.begin() + static_cast<long>(c));
       if (!conn->healthy()) {
         conn->kill();
         --open_;
         continue;
       }
       auto fn = std::move(it->fn);
-      it = waiters_.erase(it);
+      waiters_.erase(it);
+      // The callback may acquire, cancel (a group's riders leave the queue) or release (which
+      // pumps again): no iterator survives it, so the walk starts over.
       fn(std::move(conn), "");
       served = true;
       break;
     }
-    if (served) continue;
+    if (served) {
+      if (closed_) return;
+      it = waiters_.begin();
+      continue;
+    }
     if (open_ >= static_cast<size_t>(max_total_) && !idle_.empty()) {
       // At the bound, but another database's connection sits idle: evict it.
       idle_.front()->kill();
       idle_.erase(idle_.begin());
+      idle_since_.erase(idle_since_.begin());
       --open_;
     }
     if (open_ < static_cast<size_t>(max_total_)) {

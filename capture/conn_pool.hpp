@@ -26,7 +26,10 @@ class ConnPool {
   // Builds the connection parameters for a key (the database name).
   using ParamsFn = std::function<ConnectParams(const std::string& key)>;
 
-  ConnPool(boost::asio::io_context& io, int max_total, ParamsFn params, std::string what);
+  // idle_close: a connection idle this long is closed (0: kept until the pool closes), so that a
+  // fleet of sidecars holds connections only while it captures (deploy/README.md, sizing).
+  ConnPool(boost::asio::io_context& io, int max_total, ParamsFn params, std::string what,
+           std::chrono::seconds idle_close = std::chrono::seconds(0));
 
   // Returns a ticket for cancel(). The callback runs later, never inside acquire().
   // background: served after every waiting request that is not (a hold must not queue behind afters).
@@ -58,6 +61,13 @@ class ConnPool {
   std::string what_;
   std::deque<Waiter> waiters_;
   std::vector<Conn> idle_;
+  // When each idle connection went idle (same order as idle_).
+  std::vector<std::chrono::steady_clock::time_point> idle_since_;
+  void close_idle();
+  void arm_idle_close();
+  std::chrono::seconds idle_close_{0};
+  std::unique_ptr<boost::asio::steady_timer> idle_timer_;
+  bool idle_timer_armed_ = false;
   // Every connection still opening, by its waiter's ticket; a cancelled waiter's fn is empty and
   // its connection goes idle. The completion handler holds the attempt and the connection holds
   // the handler until the attempt ends, so close_all() must end it or it is never freed.

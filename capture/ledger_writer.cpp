@@ -22,8 +22,10 @@ void LedgerWriter::exec(MakeQuery make, std::string what, std::function<void()> 
 }
 
 void LedgerWriter::send(Statement st, bool retrying) {
+  ++sent_;
   store_pool_.acquire("", [this, st = std::move(st), retrying](ConnPool::Conn conn, std::string err) mutable {
     if (!conn) {
+      --sent_;
       health_.note(false, err);
       return keep_for_retry(std::move(st), retrying, err);
     }
@@ -31,6 +33,7 @@ void LedgerWriter::send(Statement st, bool retrying) {
     ++counters_.store;
     BatchQuery q = st.make(sql);
     auto on_done = [this, conn, st, retrying](PgResult r) {
+      --sent_;
       // A statement error is the store's answer; a connection that died under it is an outage.
       bool lost = !r.ok() && !conn->healthy();
       store_pool_.release(conn, !lost);
@@ -123,7 +126,7 @@ void LedgerWriter::write_events(std::vector<WriteRow> rows, StatementContext ctx
   exec(
       [this, rows = std::move(rows), ctx = std::move(ctx), reason = std::move(reason), hold_ms,
        capture_ms](const StoreSql& sql) {
-        return BatchQuery{nullptr, sql.events, events_params(rows, ctx, cfg_, reason, hold_ms, capture_ms)};
+        return BatchQuery{"predrop_events_v1", sql.events, events_params(rows, ctx, cfg_, reason, hold_ms, capture_ms)};
       },
       "ledger write", [this, ids = std::move(ids)] { inserted(ids); });
 }

@@ -46,6 +46,8 @@ class LedgerWriter {
                     double capture_ms);
   // Runs fn now, or once the INSERT of any of these ledger rows has finished.
   void after_insert(const std::vector<std::string>& event_ids, std::function<void()> fn);
+  // Statements sent and not yet answered (the retry queue aside).
+  size_t in_flight() const { return sent_; }
   // Stopping: no more retries; what is still queued is named in the log.
   void shutdown();
 
@@ -79,6 +81,7 @@ class LedgerWriter {
   // Ledger rows whose INSERT is still on its way, by event id, with the updates waiting for it.
   std::unordered_map<std::string, std::vector<std::function<void()>>> in_flight_;
   size_t waiters_ = 0;
+  size_t sent_ = 0;
 };
 
 }  // namespace predrop::capture

@@ -30,6 +30,10 @@ struct SnapshotJob {
   uint64_t ticket = 0;
   std::shared_ptr<PgConn> conn;
   ConnPool* conn_pool = nullptr;
+  // Group commit: the leader of a group carries the requests that share its statement (riders);
+  // a rider waits for its leader's answer instead of a connection of its own.
+  std::vector<JobPtr> riders;
+  bool riding = false;
   // What it has learnt so far.
   bool resolved = false;
   CatalogResult catalog;
@@ -152,7 +156,70 @@ void SnapshotPipeline::start(JobPtr job) {
     if (!ec) fail(job, SnapshotOutcome::timeout, "deadline passed");
   });
   if (job->req.targets.empty()) return write(job);
-  acquire(job, capture_pool_, job->req.ctx.database, [this, job] { prepare(job); }, job->req.background);
+  start_capture(job);
+}
+
+// Holds that wait for a capture connection at the same moment share one: whichever gets it first
+// reads the catalog for all of them in one statement (the group's targets in a row), and their
+// writes share one store statement the same way (write). Afters (background) wait apart, and so
+// do requests needing their own statement on the connection (the quarantine's preparation) or
+// an enrichment query of their own.
+void SnapshotPipeline::start_capture(const JobPtr& job) {
+  if (groupable(job)) capture_waiting_.push_back(job);
+  acquire(job, capture_pool_, job->req.ctx.database, [this, job] {
+    forget(capture_waiting_, job);
+    gather(job, capture_waiting_, capture_pool_, [&](const JobPtr& w) {
+      return w->req.ctx.database == job->req.ctx.database && w->req.search_path == job->req.search_path &&
+             w->req.ctx.session_user == job->req.ctx.session_user;
+    });
+    prepare(job);
+  }, job->req.background);
+}
+
+bool SnapshotPipeline::groupable(const JobPtr& job) const {
+  if (job->req.background || !cfg_.enrich_identity_sql.empty() || !cfg_.enrich_provenance_sql.empty()) return false;
+  return job->req.prepare_sql.empty() || prepared_.count(job->req.ctx.database + '\n' + job->req.prepare_sql) > 0;
+}
+
+void SnapshotPipeline::forget(std::vector<JobPtr>& waiting, const JobPtr& job) {
+  waiting.erase(std::remove(waiting.begin(), waiting.end(), job), waiting.end());
+}
+
+void SnapshotPipeline::forget_finished(std::vector<JobPtr>& jobs) {
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(), [](const JobPtr& j) { return j->finished; }), jobs.end());
+}
+
+// The waiting requests that fit the leader's statement leave the pool's queue and ride with it,
+// in arrival order, up to kGroupMax requests.
+void SnapshotPipeline::gather(const JobPtr& leader, std::vector<JobPtr>& waiting, ConnPool& pool,
+                              const std::function<bool(const JobPtr&)>& fits) {
+  if (!groupable(leader)) return;
+  for (auto it = waiting.begin(); it != waiting.end() && leader->riders.size() + 1 < kGroupMax;) {
+    const JobPtr& w = *it;
+    if (w->finished || w->waiting_pool != &pool || !groupable(w) || !fits(w)) {
+      ++it;
+      continue;
+    }
+    pool.cancel(w->ticket);
+    w->waiting_pool = nullptr;
+    w->riding = true;
+    leader->riders.push_back(w);
+    it = waiting.erase(it);
+  }
+  counters_.publish(capture_pool_);
+}
+
+// A leader that ended without its group's answer (its deadline, a failure of its own) lets its
+// riders go on by themselves.
+void SnapshotPipeline::let_riders_go(const JobPtr& leader) {
+  auto riders = std::move(leader->riders);
+  leader->riders.clear();
+  for (const auto& r : riders) {
+    if (r->finished) continue;
+    r->riding = false;
+    if (r->resolved) write(r);
+    else start_capture(r);
+  }
 }
 
 void SnapshotPipeline::prepare(const JobPtr& job) {
@@ -178,32 +245,73 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
 
 void SnapshotPipeline::read_catalog(const JobPtr& job) {
   ++counters_.catalog;
-  run(job, catalog_query(job->req), [this, job](PgResult r) {
+  // The group's targets in a row: the leader's, then each rider's.
+  SnapshotRequest merged;
+  const SnapshotRequest* req = &job->req;
+  if (!job->riders.empty()) {
+    merged = job->req;
+    for (const auto& r : job->riders)
+      merged.targets.insert(merged.targets.end(), r->req.targets.begin(), r->req.targets.end());
+    req = &merged;
+  }
+  const size_t total = req->targets.size();
+  run(job, capture_query(*req, cfg_.bounds, cfg_.naive_array_split), [this, job, total](PgResult r) {
     if (!r.ok()) {
       if (retry_if_closed(job, capture_pool_, job->req.ctx.database, [this, job] { read_catalog(job); })) return;
+      auto riders = std::move(job->riders);
+      job->riders.clear();
+      for (const auto& rider : riders) fail(rider, SnapshotOutcome::capture_error, "catalog: " + r.error);
       return fail(job, SnapshotOutcome::capture_error, "catalog: " + r.error);
     }
-    job->catalog = parse_catalog(r, job->req.targets.size());
-    job->resolved = true;
-    auto& tables = job->catalog.tables;
-    for (auto& t : tables) {
-      std::vector<std::string> names;
-      for (const auto& c : t.snap.columns) names.push_back(c.name);
-      t.snap.schema_hash = schema_hash(std::move(names), cfg_.hash_excluded);
+    CatalogResult all = parse_capture(r, total, cfg_.bounds, cfg_.naive_array_split);
+    auto riders = std::move(job->riders);
+    job->riders.clear();
+    size_t offset = job->req.targets.size();
+    auto take = [&](const JobPtr& m, size_t from) {
+      const size_t n = m->req.targets.size();
+      CatalogResult mine;
+      mine.target_found.assign(all.target_found.begin() + static_cast<long>(from),
+                               all.target_found.begin() + static_cast<long>(from + n));
+      for (const auto& t : all.tables) {
+        std::vector<int> indexes;
+        for (int i : t.target_indexes)
+          if (i >= static_cast<int>(from) && i < static_cast<int>(from + n)) indexes.push_back(i - static_cast<int>(from));
+        if (indexes.empty()) continue;
+        mine.tables.push_back(t);
+        mine.tables.back().target_indexes = std::move(indexes);
+      }
+      m->catalog = std::move(mine);
+      m->resolved = true;
+      for (auto& t : m->catalog.tables) {
+        std::vector<std::string> names;
+        for (const auto& c : t.snap.columns) names.push_back(c.name);
+        t.snap.schema_hash = schema_hash(std::move(names), cfg_.hash_excluded);
+      }
+      mark_profile_skipped(m->catalog.tables, cfg_.bounds);
+    };
+    for (const auto& rider : riders) {
+      if (!rider->finished) {
+        take(rider, offset);
+        rider->riding = false;
+        rider->capture_ms = ms_since(rider->started);
+      }
+      offset += rider->req.targets.size();
     }
-    mark_profile_skipped(tables, cfg_.bounds);
-    read_stats(job);
-  });
-}
-
-void SnapshotPipeline::read_stats(const JobPtr& job) {
-  auto q = stats_query(job->catalog.tables, cfg_.bounds, cfg_.naive_array_split);
-  if (!q) return enrich(job, 0);
-  ++counters_.catalog;
-  run(job, *q, [this, job](PgResult r) {
-    if (!r.ok()) return fail(job, SnapshotOutcome::capture_error, "pg_stats: " + r.error);
-    apply_stats(r, job->catalog.tables, cfg_.bounds, cfg_.naive_array_split);
+    if (riders.empty()) {
+      job->catalog = std::move(all);
+      job->resolved = true;
+      for (auto& t : job->catalog.tables) {
+        std::vector<std::string> names;
+        for (const auto& c : t.snap.columns) names.push_back(c.name);
+        t.snap.schema_hash = schema_hash(std::move(names), cfg_.hash_excluded);
+      }
+      mark_profile_skipped(job->catalog.tables, cfg_.bounds);
+    } else {
+      take(job, 0);
+    }
     enrich(job, 0);
+    for (const auto& rider : riders)
+      if (!rider->finished) write(rider);
   });
 }
 
@@ -257,38 +365,65 @@ void SnapshotPipeline::write(const JobPtr& job) {
     for (const auto& row : job->rows) res.tables.push_back(result_of(row));
     return finish(job, std::move(res));
   }
+  if (groupable(job)) store_waiting_.push_back(job);
   acquire(job, store_pool_, "", [this, job] {
-    const StoreSql& sql = sql_for_(*job->conn);
-    ++counters_.store;
-    // Prepared once per store connection: planning the write costs more than running it.
-    BatchQuery q{"predrop_store_write_v2", sql.write,
-                 write_params(job->rows, job->req.ctx, cfg_, job->req.reason, job->capture_ms, job->req.profile_of)};
-    run(job, q, [this, job](PgResult r) {
-      if (!r.ok() && retry_if_closed(job, store_pool_, "", [this, job] { write(job); })) return;
-      release(job);
-      if (!r.ok()) return fail(job, SnapshotOutcome::store_error, r.error);
-      health_.note(true, {});
+    forget(store_waiting_, job);
+    gather(job, store_waiting_, store_pool_, [](const JobPtr&) { return true; });
+    send_write(job);
+  });
+}
+
+// One statement for the leader's rows and its riders', in that order; each request gets its own
+// rows' answers back.
+void SnapshotPipeline::send_write(const JobPtr& job) {
+  const StoreSql& sql = sql_for_(*job->conn);
+  ++counters_.store;
+  // A rider whose deadline passed meanwhile has its ledger rows already (fail).
+  forget_finished(job->riders);
+  std::vector<JobPtr> group{job};
+  group.insert(group.end(), job->riders.begin(), job->riders.end());
+  std::vector<WriteGroup> groups;
+  for (const auto& m : group)
+    groups.push_back({&m->rows, &m->req.ctx, m->req.reason, m->capture_ms, m->req.profile_of});
+  // Prepared once per store connection: planning the write costs more than running it.
+  BatchQuery q{"predrop_store_write_v3", sql.write, write_params(groups, cfg_)};
+  run(job, q, [this, job](PgResult r) {
+    if (!r.ok() && retry_if_closed(job, store_pool_, "", [this, job] { send_write(job); })) return;
+    release(job);
+    std::vector<JobPtr> group{job};
+    group.insert(group.end(), job->riders.begin(), job->riders.end());
+    job->riders.clear();
+    if (!r.ok()) {
+      for (const auto& m : group) m->riding = false;
+      for (const auto& m : group) fail(m, SnapshotOutcome::store_error, r.error);
+      return;
+    }
+    health_.note(true, {});
+    int at = 0;
+    for (const auto& m : group) {
+      m->riding = false;
       SnapshotResult res;
-      for (int i = 0; i < r.rows() && i < static_cast<int>(job->rows.size()); ++i) {
-        const WriteRow& row = job->rows[i];
+      for (size_t k = 0; k < m->rows.size(); ++k, ++at) {
+        if (at >= r.rows()) break;
+        const WriteRow& row = m->rows[k];
         TableResult t = result_of(row);
         if (!row.outcome) {
-          if (r.text(i, 1) == "t") {
+          if (r.text(at, 1) == "t") {
             t.outcome = SnapshotOutcome::written;
             t.snapshot_id = row.snapshot_id;
             t.stats_available = row.captured && row.captured->snap.stats_available;
             // Its shape came from a later DROP's before: that table is gone, nothing to wait for.
-            if (r.text(i, 5) == "t") t.oid = 0;
+            if (r.text(at, 5) == "t") t.oid = 0;
             ++counters_.written;
           } else {
             t.outcome = SnapshotOutcome::deduplicated;
-            t.snapshot_id = r.is_null(i, 2) ? "" : r.text(i, 2);
+            t.snapshot_id = r.is_null(at, 2) ? "" : r.text(at, 2);
           }
         }
         res.tables.push_back(std::move(t));
       }
-      finish(job, std::move(res));
-    });
+      finish(m, std::move(res));
+    }
   });
 }
 
@@ -318,6 +453,8 @@ void SnapshotPipeline::fail(const JobPtr& job, SnapshotOutcome outcome, const st
     job->waiting_pool->cancel(job->ticket);
     job->waiting_pool = nullptr;
   }
+  forget(capture_waiting_, job);
+  forget(store_waiting_, job);
   // A connection busy for this request may be stuck (a slow store, a lock): cancel and close it.
   if (job->conn) release(job, !job->conn->busy());
   spdlog::warn("predrop snapshot {} for {} target(s) in database '{}': {}", to_string(outcome), job->req.targets.size(),
@@ -329,6 +466,7 @@ void SnapshotPipeline::fail(const JobPtr& job, SnapshotOutcome outcome, const st
   auto rows = job->rows;
   finish(job, std::move(res));
   ledger_.write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, job->capture_ms);
+  let_riders_go(job);
 }
 
 void SnapshotPipeline::shutdown() {

@@ -1,5 +1,5 @@
 // The job pipeline of a snapshot request: capture connection (bounded pool, per database) -> one
-// batched catalog query -> one bounded pg_stats query -> optional enrichment -> store connection
+// batched catalog and bounded pg_stats query -> optional enrichment -> store connection
 // (its own bounded pool) -> one statement writing snapshots, dedup and ledger rows. A timer per
 // request enforces its deadline: done() runs once, with timeout, and whatever connection was busy
 // for it is cancelled and closed. Runs on the event-loop thread only.
@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "capture/capture.hpp"
 #include "capture/capture_counters.hpp"
@@ -44,10 +45,17 @@ class SnapshotPipeline {
   void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next);
   void prepare(const JobPtr& job);
   void read_catalog(const JobPtr& job);
-  void read_stats(const JobPtr& job);
   void enrich(const JobPtr& job, int which);
   void build_rows(const JobPtr& job, std::optional<SnapshotOutcome> failure, const std::string& error);
   void write(const JobPtr& job);
+  void send_write(const JobPtr& job);
+  void start_capture(const JobPtr& job);
+  bool groupable(const JobPtr& job) const;
+  static void forget(std::vector<JobPtr>& waiting, const JobPtr& job);
+  static void forget_finished(std::vector<JobPtr>& jobs);
+  void gather(const JobPtr& leader, std::vector<JobPtr>& waiting, ConnPool& pool,
+              const std::function<bool(const JobPtr&)>& fits);
+  void let_riders_go(const JobPtr& leader);
   void finish(const JobPtr& job, SnapshotResult res);
   void fail(const JobPtr& job, SnapshotOutcome outcome, const std::string& error);
 
@@ -61,6 +69,9 @@ class SnapshotPipeline {
   LedgerWriter::SqlFor sql_for_;
   std::set<JobPtr> jobs_;
   std::set<std::string> prepared_;   // database + '\n' + prepare_sql that succeeded
+  // Requests waiting for a capture / store connection that another's statement may carry.
+  std::vector<JobPtr> capture_waiting_, store_waiting_;
+  static constexpr size_t kGroupMax = 64;
 };
 
 }  // namespace predrop::capture

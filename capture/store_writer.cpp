@@ -20,38 +20,47 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 // has it; else for an ALTER the oldest snapshot of the same table OID since its last after, for a
 // recreate the oldest of the same name (another OID) since the last after of that name, a hold's
 // before preferred to a baseline row. Filled in by pair_of_sql(): REASON, HINT, DB, OID, SCHEMA,
-// TABLE name the after's, ALSO narrows the befores.
+// TABLE name the after's, ALSO narrows the befores. The newest after is read as ORDER BY captured_at
+// DESC LIMIT 1: only an index whose equality prefix leaves captured_at in order serves that without
+// a sort (after_oid, after_name of migrations 0002 and 0004), so the generic plan reads one entry
+// whatever the store's statistics say (a max() let it pick after_oid by database alone).
 constexpr const char* kPairOfSql = R"SQL(CASE
     WHEN @HINT@ IS NOT NULL AND EXISTS (SELECT 1 FROM @STORE@ h WHERE h.id = @HINT@) THEN @HINT@
     WHEN @REASON@ = 'post_alter' THEN (
       SELECT b.id FROM @STORE@ b
        WHERE b.database_name = @DB@ AND b.table_oid = @OID@ AND left(b.reason, 5) <> 'post_' AND @ALSO@
-         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+         AND b.captured_at > coalesce((SELECT a.captured_at FROM @STORE@ a
                                         WHERE a.database_name = @DB@ AND a.table_oid = @OID@
-                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+                                          AND a.reason IN ('post_create', 'post_alter')
+                                        ORDER BY a.captured_at DESC LIMIT 1), '-infinity')
        ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
     WHEN @REASON@ = 'post_create' THEN (
       SELECT b.id FROM @STORE@ b
        WHERE b.database_name = @DB@ AND b.schema_name = @SCHEMA@ AND b.table_name = @TABLE@
          AND left(b.reason, 5) <> 'post_' AND b.table_oid IS DISTINCT FROM @OID@ AND @ALSO@
-         AND b.captured_at > coalesce((SELECT max(a.captured_at) FROM @STORE@ a
+         AND b.captured_at > coalesce((SELECT a.captured_at FROM @STORE@ a
                                         WHERE a.database_name = @DB@ AND a.schema_name = @SCHEMA@
                                           AND a.table_name = @TABLE@
-                                          AND a.reason IN ('post_create', 'post_alter')), '-infinity')
+                                          AND a.reason IN ('post_create', 'post_alter')
+                                        ORDER BY a.captured_at DESC LIMIT 1), '-infinity')
        ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
   END)SQL";
 
-// $1..$20 are per-row arrays; $21.. are the request's scalars.
+// Every parameter is a per-row array but $21 (the dedup window) and $24 (the actor): the rows of
+// several requests go in one statement (group commit, capture/snapshot_pipeline.cpp).
 constexpr const char* kWriteSql = R"SQL(
 WITH i AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::int[],
                        $8::bigint[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[], $14::int[],
                        $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::text[],
-                       $33::uuid[])
+                       $33::uuid[], $22::text[], $23::text[], $25::text[], $26::text[], $27::text[], $28::text[],
+                       $29::text[], $30::float8[], $31::text[], $32::uuid[])
     WITH ORDINALITY AS i(sid, eid, schema_name, table_name, table_oid, pre_outcome, column_count,
                          row_count_estimate, schema_hash, columns_profile, stats_available, extra,
                          resource_identity, version, parser_version, normalization_version,
-                         layout_profile, header_quality, is_truncated, error, pair_hint, ord)
+                         layout_profile, header_quality, is_truncated, error, pair_hint, db, reason,
+                         statement_kind, statement, session_user_name, application_name, client_addr,
+                         capture_ms, fingerprint, profile_of, ord)
 ), d AS (
   -- de-duplication window: the same (database, schema, table, hash) captured within $21 seconds;
   -- rows the reference application wrote (no database_name) count too. Befores only, on both
@@ -59,18 +68,18 @@ WITH i AS (
   SELECT DISTINCT ON (i.ord) i.ord, s.id
     FROM i JOIN @STORE@ s ON s.schema_name = i.schema_name AND s.table_name = i.table_name
                          AND s.schema_hash = i.schema_hash
-   WHERE i.pre_outcome = 'capture' AND $21::int > 0 AND left($23, 5) <> 'post_' AND left(s.reason, 5) <> 'post_'
-     AND (s.database_name = $22 OR s.database_name IS NULL)
+   WHERE i.pre_outcome = 'capture' AND $21::int > 0 AND left(i.reason, 5) <> 'post_' AND left(s.reason, 5) <> 'post_'
+     AND (s.database_name = i.db OR s.database_name IS NULL)
      AND s.captured_at > now() - make_interval(secs => $21::int)
    ORDER BY i.ord, s.captured_at DESC
 ), p AS (
   -- The before an after completes (kPairOfSql); a post_analyze joins the pair of the after whose
-  -- profile it completes ($32).
+  -- profile it completes (profile_of).
   SELECT i.ord, CASE
-    WHEN $23 = 'post_analyze' THEN (SELECT s.pair_of FROM @STORE@ s WHERE s.id = $32::uuid)
-    ELSE @PAIR_OF:$23|i.pair_hint|$22|i.table_oid|i.schema_name|i.table_name|TRUE@
+    WHEN i.reason = 'post_analyze' THEN (SELECT s.pair_of FROM @STORE@ s WHERE s.id = i.profile_of)
+    ELSE @PAIR_OF:i.reason|i.pair_hint|i.db|i.table_oid|i.schema_name|i.table_name|TRUE@
   END AS pair_of
-    FROM i WHERE i.pre_outcome = 'capture' AND left($23, 5) = 'post_'
+    FROM i WHERE i.pre_outcome = 'capture' AND left(i.reason, 5) = 'post_'
 ), sup AS (
   -- A recreate whose after ran late (afters yield to holds): if the table it names was dropped
   -- again meanwhile through predrop, what the catalog shows now is a later table. The later DROP's
@@ -84,11 +93,11 @@ WITH i AS (
             s.stats_available, s.resource_identity, s.version, s.parser_version, s.normalization_version,
             s.layout_profile, s.header_quality, s.is_truncated
        FROM @STORE@ s
-      WHERE s.database_name = $22 AND s.schema_name = i.schema_name AND s.table_name = i.table_name
+      WHERE s.database_name = i.db AND s.schema_name = i.schema_name AND s.table_name = i.table_name
         AND s.reason = 'pre_drop' AND s.captured_at > pb.captured_at
         AND s.table_oid IS DISTINCT FROM pb.table_oid
       ORDER BY s.captured_at LIMIT 1) b
-   WHERE $23 = 'post_create'
+   WHERE i.reason = 'post_create'
 ), w AS (
   INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
                        row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
@@ -97,30 +106,31 @@ WITH i AS (
                        capture_ms, pair_of)
   SELECT i.sid, i.schema_name, i.table_name,
          CASE WHEN sup.id IS NULL THEN i.resource_identity ELSE sup.resource_identity END,
-         CASE WHEN sup.id IS NULL THEN i.version ELSE sup.version END, $23, $24,
+         CASE WHEN sup.id IS NULL THEN i.version ELSE sup.version END, i.reason, $24,
          CASE WHEN sup.id IS NULL THEN i.column_count ELSE sup.column_count END,
          CASE WHEN sup.id IS NULL THEN i.row_count_estimate ELSE sup.row_count_estimate END,
          CASE WHEN sup.id IS NULL THEN i.schema_hash ELSE sup.schema_hash END,
          CASE WHEN sup.id IS NULL THEN i.columns_profile::jsonb ELSE sup.columns_profile END,
          CASE WHEN sup.id IS NULL THEN i.stats_available ELSE sup.stats_available END,
          CASE WHEN sup.id IS NOT NULL THEN jsonb_build_object('shape_from', sup.id)
-              WHEN $23 = 'post_analyze' THEN coalesce(i.extra::jsonb, '{}') || jsonb_build_object('profile_of', $32::uuid)
+              WHEN i.reason = 'post_analyze' THEN coalesce(i.extra::jsonb, '{}') || jsonb_build_object('profile_of', i.profile_of)
               ELSE i.extra::jsonb END,
          CASE WHEN sup.id IS NULL THEN i.parser_version ELSE sup.parser_version END,
          CASE WHEN sup.id IS NULL THEN i.normalization_version ELSE sup.normalization_version END,
          CASE WHEN sup.id IS NULL THEN i.layout_profile ELSE sup.layout_profile END,
          CASE WHEN sup.id IS NULL THEN i.header_quality ELSE sup.header_quality END,
-         CASE WHEN sup.id IS NULL THEN i.is_truncated ELSE sup.is_truncated END, $22,
-         CASE WHEN sup.id IS NULL THEN i.table_oid ELSE sup.table_oid END, $25, $26, $27, $28, $29, $30::float8,
+         CASE WHEN sup.id IS NULL THEN i.is_truncated ELSE sup.is_truncated END, i.db,
+         CASE WHEN sup.id IS NULL THEN i.table_oid ELSE sup.table_oid END, i.statement_kind, i.statement,
+         i.session_user_name, i.application_name, i.client_addr, i.capture_ms,
          p.pair_of
     FROM i LEFT JOIN p ON p.ord = i.ord LEFT JOIN sup ON sup.ord = i.ord
    WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
-  RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at, table_oid
+  RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at, table_oid, database_name, reason
 ), n AS (
   -- Delivered when the write commits; the payload's fields are a stable format (README).
   SELECT pg_notify('predrop_snapshots',
-                   json_build_object('id', w.id, 'database', $22::text, 'schema', w.schema_name,
-                                     'table', w.table_name, 'reason', $23::text, 'schema_hash', w.schema_hash,
+                   json_build_object('id', w.id, 'database', w.database_name, 'schema', w.schema_name,
+                                     'table', w.table_name, 'reason', w.reason, 'schema_hash', w.schema_hash,
                                      'pair_of', w.pair_of, 'captured_at', w.captured_at)::text)
     FROM w
 ), e AS (
@@ -129,12 +139,12 @@ WITH i AS (
                         reason, actor, capture_ms)
   SELECT i.eid,
          CASE WHEN w.id IS NOT NULL THEN 'written' WHEN d.id IS NOT NULL THEN 'deduplicated' ELSE i.pre_outcome END,
-         coalesce(w.id, d.id), i.error, $22, i.schema_name, i.table_name, i.table_oid, $25, $26, $31, $27, $28, $29,
-         $23, $24, $30::float8
+         coalesce(w.id, d.id), i.error, i.db, i.schema_name, i.table_name, i.table_oid, i.statement_kind, i.statement,
+         i.fingerprint, i.session_user_name, i.application_name, i.client_addr, i.reason, $24, i.capture_ms
     FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
    -- The ledger records intercepted statements. An after gets a row only when it failed: a
    -- written one is its own record, and a table gone before its after is the DROP's to record.
-   WHERE left($23, 5) <> 'post_' OR (w.id IS NULL AND i.pre_outcome NOT IN ('capture', 'table_missing'))
+   WHERE left(i.reason, 5) <> 'post_' OR (w.id IS NULL AND i.pre_outcome NOT IN ('capture', 'table_missing'))
   RETURNING id
 )
 SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n),
@@ -143,15 +153,21 @@ SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT co
  ORDER BY i.ord
 )SQL";
 
-// An after absorbed by a later hold of the same table (capture/after_capture.cpp): the hold's before
-// ($1) is the table's shape at that moment, which is what the after would have read. Copied as the
-// after, paired as the write pairs ($3 the proxy's pair; never with the before it copies), and
-// announced like every snapshot.
+// Afters absorbed by later holds of the same tables (capture/after_capture.cpp), gathered into one
+// statement: each hold's before ($1) is its table's shape at that moment, which is what the after
+// would have read. Each is copied as its after, paired as the write pairs ($3 the proxy's pair;
+// never with the before it copies), and announced like every snapshot.
 constexpr const char* kCopyAfterSql = R"SQL(
-WITH src AS (
-  SELECT * FROM @STORE@ WHERE id = $1::uuid
+WITH r AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $6::text[], $7::text[], $8::text[],
+                       $9::text[], $10::text[])
+    WITH ORDINALITY AS r(src_id, a_reason, a_hint, a_id, a_kind, a_statement, a_user, a_app, a_addr, ord)
+), src AS (
+  SELECT r.ord, r.a_reason, r.a_hint, r.a_id, r.a_kind, r.a_statement, r.a_user, r.a_app, r.a_addr, s.*
+    FROM r JOIN @STORE@ s ON s.id = r.src_id
 ), p AS (
-  SELECT @PAIR_OF:$2|$3::uuid|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at@
+  SELECT src.ord,
+         @PAIR_OF:src.a_reason|src.a_hint|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at@
          AS pair_of FROM src
 ), w AS (
   INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
@@ -159,17 +175,18 @@ WITH src AS (
                        normalization_version, layout_profile, header_quality, is_truncated, database_name,
                        table_oid, statement_kind, statement, session_user_name, application_name, client_addr,
                        capture_ms, pair_of)
-  SELECT $4::uuid, src.schema_name, src.table_name, src.resource_identity, src.version, $2, $5, src.column_count,
-         src.row_count_estimate, src.schema_hash, src.columns_profile, src.stats_available,
+  SELECT src.a_id, src.schema_name, src.table_name, src.resource_identity, src.version, src.a_reason, $5,
+         src.column_count, src.row_count_estimate, src.schema_hash, src.columns_profile, src.stats_available,
          jsonb_build_object('shape_from', src.id), src.parser_version, src.normalization_version,
-         src.layout_profile, src.header_quality, src.is_truncated, src.database_name, src.table_oid, $6, $7, $8, $9,
-         $10, 0, p.pair_of
-    FROM src, p
-  RETURNING id, database_name, schema_name, table_name, schema_hash, pair_of, captured_at
+         src.layout_profile, src.header_quality, src.is_truncated, src.database_name, src.table_oid, src.a_kind,
+         src.a_statement, src.a_user, src.a_app, src.a_addr, 0, p.pair_of
+    FROM src JOIN p ON p.ord = src.ord
+   ORDER BY src.ord
+  RETURNING id, database_name, schema_name, table_name, reason, schema_hash, pair_of, captured_at
 ), n AS (
   SELECT pg_notify('predrop_snapshots',
                    json_build_object('id', w.id, 'database', w.database_name, 'schema', w.schema_name,
-                                     'table', w.table_name, 'reason', $2::text, 'schema_hash', w.schema_hash,
+                                     'table', w.table_name, 'reason', w.reason, 'schema_hash', w.schema_hash,
                                      'pair_of', w.pair_of, 'captured_at', w.captured_at)::text)
     FROM w
 )
@@ -197,21 +214,31 @@ WITH b AS (UPDATE @EVENTS@ SET hold_ms = $3::float8 WHERE id = ANY ($2::uuid[]) 
 SELECT cardinality($1::uuid[]), (SELECT count(*) FROM b)
 )SQL";
 
+// Each row's hold_ms rides along ($5 onto the ledger row, $6 onto the snapshot it wrote; empty:
+// leave it), so a hold that ends in an outcome check costs no statement of its own.
 constexpr const char* kOutcomeSql = R"SQL(
 WITH u AS (
-  SELECT NULLIF(sid, '')::uuid AS sid, NULLIF(eid, '')::uuid AS eid, outcome, NULLIF(qid, '')::uuid AS qid
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(sid, eid, outcome, qid)
+  SELECT NULLIF(sid, '')::uuid AS sid, NULLIF(eid, '')::uuid AS eid, outcome, NULLIF(qid, '')::uuid AS qid,
+         NULLIF(ehold, '')::float8 AS ehold, NULLIF(shold, '')::float8 AS shold
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+         AS u(sid, eid, outcome, qid, ehold, shold)
 ), a AS (
-  UPDATE @STORE@ s SET drop_outcome = u.outcome, outcome_at = now(),
+  UPDATE @STORE@ s SET drop_outcome = u.outcome, outcome_at = now(), hold_ms = coalesce(u.shold, s.hold_ms),
          extra = CASE WHEN u.qid IS NULL THEN s.extra
                       ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_build_object('quarantine_id', u.qid) END
     FROM u WHERE s.id = u.sid RETURNING 1
 ), b AS (
+  UPDATE @EVENTS@ e SET drop_outcome = u.outcome, outcome_at = now(), quarantine_id = u.qid,
+         hold_ms = coalesce(u.ehold, e.hold_ms)
+    FROM u WHERE e.id = u.eid
+  RETURNING 1
+), c AS (
+  -- A row without its ledger id (written before ledger ids were kept): found by its snapshot.
   UPDATE @EVENTS@ e SET drop_outcome = u.outcome, outcome_at = now(), quarantine_id = u.qid
-    FROM u WHERE e.id = u.eid OR (u.eid IS NULL AND e.snapshot_id = u.sid)
+    FROM u WHERE u.eid IS NULL AND e.snapshot_id = u.sid
   RETURNING 1
 )
-SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b)
+SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM b) + (SELECT count(*) FROM c)
 )SQL";
 
 using Column = std::vector<std::optional<std::string>>;
@@ -260,57 +287,69 @@ StoreSql build_store_sql(const std::string& store, const std::string& events) {
   return s;
 }
 
-Params write_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
-                    const std::string& reason, double capture_ms, const std::string& profile_of) {
+Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& cfg) {
   std::vector<Column> cols(20);
-  for (const auto& r : rows) {
-    const CapturedTable* t = r.captured;
-    const Enrichment* e = t ? &t->enrich : nullptr;
-    auto bool_text = [](std::optional<bool> b) -> std::optional<std::string> {
-      if (!b) return std::nullopt;
-      return std::string(*b ? "t" : "f");
-    };
-    cols[0].push_back(opt_text(r.snapshot_id));
-    cols[1].push_back(r.event_id);
-    cols[2].push_back(opt_text(r.schema));
-    cols[3].push_back(opt_text(r.table));
-    cols[4].push_back(r.oid ? std::optional<std::string>(std::to_string(*r.oid)) : std::nullopt);
-    cols[5].push_back(std::string(r.outcome ? to_string(*r.outcome) : "capture"));
-    cols[6].push_back(t ? std::optional<std::string>(std::to_string(t->snap.columns.size())) : std::nullopt);
-    cols[7].push_back(t && t->snap.row_count_estimate ? std::optional<std::string>(std::to_string(*t->snap.row_count_estimate))
+  Column hints, dbs, reasons, kinds, statements, users, apps, addrs, capture_ms, fingerprints, profile_ofs;
+  for (const auto& g : groups) {
+    for (const auto& r : *g.rows) {
+      const CapturedTable* t = r.captured;
+      const Enrichment* e = t ? &t->enrich : nullptr;
+      auto bool_text = [](std::optional<bool> b) -> std::optional<std::string> {
+        if (!b) return std::nullopt;
+        return std::string(*b ? "t" : "f");
+      };
+      cols[0].push_back(opt_text(r.snapshot_id));
+      cols[1].push_back(r.event_id);
+      cols[2].push_back(opt_text(r.schema));
+      cols[3].push_back(opt_text(r.table));
+      cols[4].push_back(r.oid ? std::optional<std::string>(std::to_string(*r.oid)) : std::nullopt);
+      cols[5].push_back(std::string(r.outcome ? to_string(*r.outcome) : "capture"));
+      cols[6].push_back(t ? std::optional<std::string>(std::to_string(t->snap.columns.size())) : std::nullopt);
+      cols[7].push_back(t && t->snap.row_count_estimate ? std::optional<std::string>(std::to_string(*t->snap.row_count_estimate))
+                                                        : std::nullopt);
+      cols[8].push_back(t ? std::optional<std::string>(t->snap.schema_hash) : std::nullopt);
+      cols[9].push_back(t ? std::optional<std::string>(columns_profile_json(t->snap.columns)) : std::nullopt);
+      cols[10].push_back(t ? bool_text(t->snap.stats_available) : std::nullopt);
+      // extra stays NULL unless there is something to say, as the reference writes it.
+      cols[11].push_back(t && t->snap.profile_skipped ? std::optional<std::string>(R"({"profile_skipped":"too_many_columns"})")
                                                       : std::nullopt);
-    cols[8].push_back(t ? std::optional<std::string>(t->snap.schema_hash) : std::nullopt);
-    cols[9].push_back(t ? std::optional<std::string>(columns_profile_json(t->snap.columns)) : std::nullopt);
-    cols[10].push_back(t ? bool_text(t->snap.stats_available) : std::nullopt);
-    // extra stays NULL unless there is something to say, as the reference writes it.
-    cols[11].push_back(t && t->snap.profile_skipped ? std::optional<std::string>(R"({"profile_skipped":"too_many_columns"})")
-                                                    : std::nullopt);
-    // Enrichment values wider than the reference's columns are clipped, never allowed to fail the row.
-    cols[12].push_back(e ? clip(e->resource_identity, 512) : std::nullopt);
-    cols[13].push_back(e && e->version ? std::optional<std::string>(std::to_string(*e->version)) : std::nullopt);
-    cols[14].push_back(e ? clip(e->parser_version, 40) : std::nullopt);
-    cols[15].push_back(e ? clip(e->normalization_version, 40) : std::nullopt);
-    cols[16].push_back(e ? clip(e->layout_profile, 40) : std::nullopt);
-    cols[17].push_back(e ? clip(e->header_quality, 20) : std::nullopt);
-    cols[18].push_back(e ? bool_text(e->is_truncated) : std::nullopt);
-    cols[19].push_back(opt_text(r.error));
+      // Enrichment values wider than the reference's columns are clipped, never allowed to fail the row.
+      cols[12].push_back(e ? clip(e->resource_identity, 512) : std::nullopt);
+      cols[13].push_back(e && e->version ? std::optional<std::string>(std::to_string(*e->version)) : std::nullopt);
+      cols[14].push_back(e ? clip(e->parser_version, 40) : std::nullopt);
+      cols[15].push_back(e ? clip(e->normalization_version, 40) : std::nullopt);
+      cols[16].push_back(e ? clip(e->layout_profile, 40) : std::nullopt);
+      cols[17].push_back(e ? clip(e->header_quality, 20) : std::nullopt);
+      cols[18].push_back(e ? bool_text(e->is_truncated) : std::nullopt);
+      cols[19].push_back(opt_text(r.error));
+      hints.push_back(r.captured ? opt_text(r.pair_hint) : std::nullopt);
+      const StatementContext& ctx = *g.ctx;
+      dbs.push_back(ctx.database);
+      reasons.push_back(clip_chars(g.reason, 128));
+      kinds.push_back(opt_text(ctx.statement_kind));
+      statements.push_back(opt_text(ctx.statement));
+      users.push_back(opt_text(ctx.session_user));
+      apps.push_back(opt_text(ctx.application_name));
+      addrs.push_back(opt_text(ctx.client_addr));
+      capture_ms.push_back(ms_text(g.capture_ms));
+      fingerprints.push_back(opt_text(ctx.fingerprint));
+      profile_ofs.push_back(opt_text(g.profile_of));
+    }
   }
   Params p;
   for (const auto& c : cols) p.push_back(pg_array_literal(c));
   p.push_back(std::to_string(cfg.dedup_window_s));   // $21
-  p.push_back(ctx.database);                          // $22
-  p.push_back(clip_chars(reason, 128));               // $23
+  p.push_back(pg_array_literal(dbs));                 // $22
+  p.push_back(pg_array_literal(reasons));             // $23
   p.push_back(clip_chars(cfg.actor, 128));            // $24
-  p.push_back(opt_text(ctx.statement_kind));          // $25
-  p.push_back(opt_text(ctx.statement));               // $26
-  p.push_back(opt_text(ctx.session_user));            // $27
-  p.push_back(opt_text(ctx.application_name));        // $28
-  p.push_back(opt_text(ctx.client_addr));             // $29
-  p.push_back(ms_text(capture_ms));                   // $30
-  p.push_back(opt_text(ctx.fingerprint));             // $31
-  p.push_back(opt_text(profile_of));                  // $32
-  Column hints;
-  for (const auto& r : rows) hints.push_back(r.captured ? opt_text(r.pair_hint) : std::nullopt);
+  p.push_back(pg_array_literal(kinds));               // $25
+  p.push_back(pg_array_literal(statements));          // $26
+  p.push_back(pg_array_literal(users));               // $27
+  p.push_back(pg_array_literal(apps));                // $28
+  p.push_back(pg_array_literal(addrs));               // $29
+  p.push_back(pg_array_literal(capture_ms));          // $30
+  p.push_back(pg_array_literal(fingerprints));        // $31
+  p.push_back(pg_array_literal(profile_ofs));         // $32
   p.push_back(pg_array_literal(hints));               // $33
   return p;
 }
@@ -343,11 +382,24 @@ Params events_params(const std::vector<WriteRow>& rows, const StatementContext& 
   return p;
 }
 
-Params copy_after_params(const std::string& before_id, const std::string& reason, const std::string& pair_hint,
-                         const StatementContext& ctx, const CaptureConfig& cfg) {
-  return {before_id, clip_chars(reason, 128), opt_text(pair_hint), new_uuid(), clip_chars(cfg.actor, 128),
-          opt_text(ctx.statement_kind), opt_text(ctx.statement), opt_text(ctx.session_user),
-          opt_text(ctx.application_name), opt_text(ctx.client_addr)};
+Params copy_after_params(const std::vector<AfterCopy>& copies, const CaptureConfig& cfg) {
+  std::vector<Column> cols(9);
+  for (const auto& c : copies) {
+    cols[0].push_back(c.before_id);
+    cols[1].push_back(clip_chars(c.reason, 128));
+    cols[2].push_back(opt_text(c.pair_hint));
+    cols[3].push_back(new_uuid());
+    cols[4].push_back(opt_text(c.ctx.statement_kind));
+    cols[5].push_back(opt_text(c.ctx.statement));
+    cols[6].push_back(opt_text(c.ctx.session_user));
+    cols[7].push_back(opt_text(c.ctx.application_name));
+    cols[8].push_back(opt_text(c.ctx.client_addr));
+  }
+  Params p;
+  for (size_t i = 0; i < 4; ++i) p.push_back(pg_array_literal(cols[i]));
+  p.push_back(clip_chars(cfg.actor, 128));   // $5
+  for (size_t i = 4; i < cols.size(); ++i) p.push_back(pg_array_literal(cols[i]));
+  return p;
 }
 
 Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms) {
@@ -361,14 +413,18 @@ Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vect
 
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
                       const std::vector<std::string>& quarantine_ids) {
-  Column s, e, o, q;
+  Column s, e, o, q, eh, sh;
   for (size_t i = 0; i < pending.size(); ++i) {
-    s.push_back(pending[i].snapshot_id);
-    e.push_back(pending[i].event_id);
+    const PendingOutcome& p = pending[i];
+    s.push_back(p.snapshot_id);
+    e.push_back(p.event_id);
     o.push_back(outcomes[i]);
     q.push_back(i < quarantine_ids.size() ? quarantine_ids[i] : std::string());
+    eh.push_back(p.hold_ms ? ms_text(*p.hold_ms) : std::string());
+    sh.push_back(p.hold_ms && p.hold_ms_on_snapshot ? ms_text(*p.hold_ms) : std::string());
   }
-  return {pg_array_literal(s), pg_array_literal(e), pg_array_literal(o), pg_array_literal(q)};
+  return {pg_array_literal(s), pg_array_literal(e), pg_array_literal(o), pg_array_literal(q), pg_array_literal(eh),
+          pg_array_literal(sh)};
 }
 
 std::string new_uuid() {

@@ -20,7 +20,7 @@ struct StoreSql {
   std::string hold;      // hold_ms onto snapshot and ledger rows
   std::string hold_events;  // hold_ms onto ledger rows only: no lock on the snapshot table, which may be held
   std::string outcome;   // drop_outcome onto snapshot and ledger rows
-  std::string copy_after;   // an after absorbed by a later hold: that hold's before, copied as the after
+  std::string copy_after;   // afters absorbed by later holds: each hold's before, copied as its after
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
 
@@ -37,15 +37,29 @@ struct WriteRow {
   std::string pair_hint;    // an after: the before its target named (TargetSpec::pair_hint)
 };
 
-// profile_of: a post_analyze's after (its pair is the after's); empty otherwise.
-Params write_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
-                    const std::string& reason, double capture_ms, const std::string& profile_of = {});
+// The rows of one request and what they share. profile_of: a post_analyze's after (its pair is
+// the after's); empty otherwise.
+struct WriteGroup {
+  const std::vector<WriteRow>* rows;
+  const StatementContext* ctx;
+  std::string reason;
+  double capture_ms = 0;
+  std::string profile_of;
+};
+// One write for the rows of every group, in order (the result has one row per row, by ord).
+Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& cfg);
 Params events_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
                      const std::string& reason, std::optional<double> hold_ms, double capture_ms);
-Params copy_after_params(const std::string& before_id, const std::string& reason, const std::string& pair_hint,
-                         const StatementContext& ctx, const CaptureConfig& cfg);
+// An after absorbed by a hold's before: written as a copy of that before (kCopyAfterSql).
+struct AfterCopy {
+  std::string before_id;
+  std::string reason;      // post_create | post_alter
+  std::string pair_hint;
+  StatementContext ctx;    // the after's own statement and session
+};
+Params copy_after_params(const std::vector<AfterCopy>& copies, const CaptureConfig& cfg);
 Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vector<std::string>& event_ids, double hold_ms);
-// outcomes[i] is "dropped" or "not_dropped" for pending[i].
+// outcomes[i] is "dropped" or "not_dropped" for pending[i]; its hold_ms goes onto its rows too.
 // quarantine_ids[i]: the quarantine that holds pending[i] (outcome "quarantined"), else empty.
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
                       const std::vector<std::string>& quarantine_ids);

@@ -161,6 +161,8 @@ std::vector<ConfigKey> build_config_keys() {
   k.push_back(path_key("capture.conninfo_file", [](auto& c) -> auto& { return c.capture_conninfo_file; }, restart));
   k.push_back(int_key<Config>("capture.pool_size", [](auto& c) -> auto& { return c.capture_pool_size; }, 1, 64,
                               restart));
+  k.push_back(int_key<Config>("capture.idle_close_s", [](auto& c) -> auto& { return c.capture_idle_close_s; }, 0,
+                              86400, restart));
   k.push_back(bool_key<Config>("capture.after", [](auto& c) -> auto& { return c.after_capture; }, sighup));
   k.push_back(bool_key<Config>("capture.analyze_after_create",
                                [](auto& c) -> auto& { return c.analyze_after_create; }, sighup));

@@ -109,6 +109,9 @@ struct Config {
   int store_check_interval_s = 10;  // predrop_store_up: how often a quiet store is checked
   int hold_timeout_ms = 2000;
   int capture_pool_size = 4;
+  // Capture and store connections idle this long are closed (0: kept open), so that a fleet of
+  // sidecars holds connections only while it captures.
+  int capture_idle_close_s = 60;
   // The "after": once a transaction that created or changed a covered table commits, its new shape
   // is captured (post_create / post_alter), and its profile again once statistics exist (post_analyze).
   bool after_capture = true;

@@ -199,11 +199,20 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   if (session_.closed_ || !machine_.active() || machine_.id() != id) return;
   double hold_ms = ms_since(started_);
   metrics().capture_duration.observe(result.capture_ms / 1000.0);
+  // A table whose outcome is checked gets its hold_ms with that outcome; the others (misses,
+  // tables already gone) in one update of their own.
+  std::vector<capture::TableResult> unconfirmed;
   for (const auto& t : result.tables) {
     metrics().count_snapshot(t.outcome);
-    if (t.oid != 0 && (t.outcome == SnapshotOutcome::written || (substitute_ && t.outcome == SnapshotOutcome::deduplicated)))
-      session_.pending_outcomes_.push_back({t.oid, t.snapshot_id, t.event_id, quarantine_schema_, quarantine_retention_s_,
-                                            context_->application_name, context_->client_addr});
+    if (t.oid != 0 && (t.outcome == SnapshotOutcome::written || (substitute_ && t.outcome == SnapshotOutcome::deduplicated))) {
+      capture::PendingOutcome p{t.oid, t.snapshot_id, t.event_id, quarantine_schema_, quarantine_retention_s_,
+                                context_->application_name, context_->client_addr};
+      p.hold_ms = hold_ms;
+      p.hold_ms_on_snapshot = t.outcome == SnapshotOutcome::written;
+      session_.pending_outcomes_.push_back(std::move(p));
+    } else {
+      unconfirmed.push_back(t);
+    }
   }
   if (result.tables.empty()) metrics().count_snapshot(result.outcome);
   if (session_.decoder_->tracks_shape_changes()) {
@@ -212,7 +221,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
       if (t.oid != 0 && !t.snapshot_id.empty()) held.push_back({t.schema, t.table, t.oid, t.snapshot_id});
     session_.decoder_->note_held(std::move(held));
   }
-  session_.ctx_.capture->mark_hold(result.tables, hold_ms);
+  if (!unconfirmed.empty()) session_.ctx_.capture->mark_hold(unconfirmed, hold_ms);
   auto ending = machine_.on(result.ok() ? HoldMachine::Event::capture_ok : HoldMachine::Event::capture_failed, id);
   if (!ending) return;
   if (*ending == HoldEnding::failed_open)

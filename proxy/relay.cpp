@@ -594,6 +594,17 @@ void Session::close(std::string_view why) {
   if (closed_) return;
   closed_ = true;
   hold_.stop();
+  // Outcomes never confirmed (the session ended inside its transaction) still have their hold_ms.
+  if (ctx_.capture)
+    for (const auto& p : pending_outcomes_)
+      if (p.hold_ms) {
+        capture::TableResult t;
+        t.outcome = p.hold_ms_on_snapshot ? capture::SnapshotOutcome::written : capture::SnapshotOutcome::deduplicated;
+        t.snapshot_id = p.snapshot_id;
+        t.event_id = p.event_id;
+        ctx_.capture->mark_hold({t}, *p.hold_ms);
+      }
+  pending_outcomes_.clear();
   if (fatal_timer_) fatal_timer_->cancel();
   for (Pipe* p : {&front_, &back_})
     if (p->coalesce_timer) p->coalesce_timer->cancel();

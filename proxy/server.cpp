@@ -124,6 +124,7 @@ capture::CaptureConfig capture_config(const policy::Config& cfg) {
   cc.store_conninfo = cfg.store_conninfo.empty() ? cfg.capture_conninfo : cfg.store_conninfo;
   cc.store_table = cfg.store_table;
   cc.pool_size = cfg.capture_pool_size;
+  cc.idle_close = std::chrono::seconds(cfg.capture_idle_close_s);
   cc.bounds.max_values = cfg.profile_max_values;
   cc.bounds.max_value_chars = cfg.profile_max_value_chars;
   cc.bounds.max_columns = cfg.profile_max_columns;

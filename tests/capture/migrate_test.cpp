@@ -95,8 +95,8 @@ TEST_F(MigrateTest, ExistingReferenceTableOnlyGainsColumns) {
   EXPECT_EQ(db.value("SELECT count(*) FROM raw.raw_schema_snapshots"), "1");
   EXPECT_EQ(db.value("SELECT to_regclass('predrop.schema_snapshots') IS NULL"), "t");
   // The reference's own index names are recognised, not duplicated: 3 existing + provenance + ours + pkey,
-  // and version 2's two (pair_of, after_oid).
-  EXPECT_EQ(db.value("SELECT count(*) FROM pg_indexes WHERE schemaname = 'raw' AND tablename = 'raw_schema_snapshots'"), "8");
+  // version 2's two (pair_of, after_oid) and version 4's after_name.
+  EXPECT_EQ(db.value("SELECT count(*) FROM pg_indexes WHERE schemaname = 'raw' AND tablename = 'raw_schema_snapshots'"), "9");
   EXPECT_NE(after.find("pair_of"), std::string::npos);
   EXPECT_EQ(db.value("SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_raw_schema_snapshots_provenance'"), "1");
   auto again = migrate(conninfo_for(store.name()), "raw.raw_schema_snapshots");

@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""The store as it grows (issue 21): no assertions, figures only.
+
+1. Per-write time against the store's size: the recreate cycle (CREATE, INSERT 200, ANALYZE,
+   DROP) through predrop for STORE_SECONDS (default 8) with one client, on an empty store, then
+   again after STORE_ROWS (default 1,000,000) snapshot rows and as many ledger rows were loaded
+   into it (10,000 table names, 100 versions each, befores and paired afters), first with the
+   loaded store never analysed (a fresh predrop, so every statement is planned against it as it
+   is), then after ANALYZE. Printed: the DROP's latency at the client (pgbench -r), the hold's
+   p50/p99 from the ledger, and cycles per second.
+2. Bytes per snapshot: STORE_TABLES (default 200) analysed 20-column tables of 2,000 rows dropped
+   through predrop; the snapshot rows' average size (pg_column_size of the row) and the table's
+   growth with its indexes and TOAST, per snapshot (spec 023 SC-006: about 4 KB).
+
+Environment: PGHOST PGPORT PREDROP_BIN; BENCH_WORK (results in store-results.tsv).
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "hold"))
+import holdlib  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+from benchlib import pct, record, results  # noqa: E402
+
+SECONDS = int(os.environ.get("STORE_SECONDS", "8"))
+ROWS = int(os.environ.get("STORE_ROWS", "1000000"))
+TABLES = int(os.environ.get("STORE_TABLES", "200"))
+
+SCRIPT = """\
+CREATE TABLE store_churn (id int, provincia text, monto numeric, fecha date);
+INSERT INTO store_churn SELECT g, 'provincia ' || (g % 24), g * 1.5, date '2026-01-01' + g % 365 FROM generate_series(1, 200) g;
+ANALYZE store_churn;
+DROP TABLE store_churn;
+"""
+
+# 10,000 names x 100 versions: each version a pre_drop before and a post_create after paired
+# with it, as a churn leaves them; the ledger gets a row per before.
+LOAD = """
+INSERT INTO predrop.schema_snapshots (id, schema_name, table_name, reason, actor, column_count, row_count_estimate,
+                                      schema_hash, columns_profile, stats_available, captured_at, database_name,
+                                      table_oid, statement_kind, statement, pair_of)
+SELECT gen_random_uuid(), 'load', 't' || (g %% 10000), CASE WHEN g %% 2 = 0 THEN 'pre_drop' ELSE 'post_create' END,
+       'predrop', 4, 200, md5((g %% 7)::text) || 'abcdefgh',
+       '[{"name":"id","ordinal":1,"pg_type":"integer","null_frac":0,"n_distinct":-1}]'::jsonb, true,
+       now() - make_interval(secs => %(rows)s - g), %(db)s, 100000 + g, 'drop_table', 'DROP TABLE t', NULL
+  FROM generate_series(1, %(rows)s) g;
+INSERT INTO predrop.drop_events (id, outcome, snapshot_id, database_name, schema_name, table_name, table_oid,
+                                 statement_kind, statement, reason, actor, occurred_at, drop_outcome)
+SELECT gen_random_uuid(), 'written', NULL, %(db)s, 'load', 't' || (g %% 10000), 100000 + g, 'drop_table',
+       'DROP TABLE t', 'pre_drop', 'predrop', now() - make_interval(secs => %(rows)s - g), 'dropped'
+  FROM generate_series(1, %(rows)s) g;
+"""
+
+
+def churn(h, label, script):
+    h.exec("DROP TABLE IF EXISTS store_churn")
+    p = h.start_predrop("--hold-timeout-ms", "60000", admin=False)
+    started = h.sq("SELECT now()")[0][0]
+    r = subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(p.port), "-U", "postgres", "-n", "-c", "1", "-T",
+                        str(SECONDS), "-r", "-M", "simple", "-f", script, h.db],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tps = re.search(r"tps = ([0-9.]+)", r.stdout)
+    drop = re.search(r"^\s+([0-9.]+)\s+\d+\s+DROP TABLE", r.stdout, re.M)
+    time.sleep(0.5)
+    holds = [x[0] for x in h.sq("SELECT hold_ms FROM predrop.drop_events WHERE occurred_at >= %s AND hold_ms IS NOT NULL "
+                                "AND table_name = 'store_churn'", (started,))]
+    h.stop_predrop(p)
+    rows = h.sq("SELECT count(*) FROM predrop.schema_snapshots")[0][0]
+    print("  %-34s store %9d rows: %7.1f cycles/s, DROP %5s ms at the client, hold p50 %.2f ms p99 %.2f ms"
+          % (label, rows, float(tps.group(1)) if tps else float("nan"), drop.group(1) if drop else "-",
+             pct(holds, 50), pct(holds, 99)))
+    key = label.replace(" ", "_").replace(",", "")
+    record("store", key + "_cycles_per_s", tps.group(1) if tps else "nan")
+    record("store", key + "_drop_ms", drop.group(1) if drop else "nan")
+    record("store", key + "_hold_p50_ms", "%.2f" % pct(holds, 50))
+    record("store", key + "_hold_p99_ms", "%.2f" % pct(holds, 99))
+
+
+def bytes_per_snapshot(h):
+    cols = ", ".join(["c%d %s" % (i, t) for i, t in enumerate(
+        ["bigint", "int", "smallint", "bigint", "numeric", "real", "double precision", "text", "varchar(40)",
+         "char(8)", "boolean", "date", "timestamp", "timestamptz", "uuid", "jsonb", "bytea", "inet", "interval",
+         "int[]"])])
+    vals = ("g, g, (g %% 100)::smallint, g * 7, g * 1.5, g / 3.0, g / 7.0, 'provincia ' || (g %% 24), md5(g::text), "
+            "'x' || (g %% 10), g %% 2 = 0, date '2026-01-01' + g %% 365, timestamp '2026-01-01' + g * interval '1 min', "
+            "now(), gen_random_uuid(), jsonb_build_object('k', g %% 5), decode(md5(g::text), 'hex'), "
+            "('10.0.' || (g %% 250) || '.1')::inet, g * interval '1 s', ARRAY[g, g + 1]")
+    h.exec("CREATE SCHEMA sz; DO $$BEGIN FOR i IN 1..%d LOOP EXECUTE format('CREATE TABLE sz.t%%s (%s)', i); "
+           "EXECUTE format('INSERT INTO sz.t%%s SELECT %s FROM generate_series(1, 2000) g', i); END LOOP; END$$; ANALYZE;"
+           % (TABLES, cols, vals.replace("'", "''")))
+    before = h.sq("SELECT pg_total_relation_size('predrop.schema_snapshots')")[0][0]
+    p = h.start_predrop("--hold-timeout-ms", "60000", admin=False)
+    c = h.pconnect()
+    with c.cursor() as cur:
+        for i in range(1, TABLES + 1):
+            cur.execute("DROP TABLE sz.t%d" % i)
+    c.close()
+    time.sleep(1)
+    h.stop_predrop(p)
+    n, avg_row, avg_profile = h.sq("SELECT count(*), avg(pg_column_size(s.*)), avg(pg_column_size(s.columns_profile)) "
+                                   "FROM predrop.schema_snapshots s WHERE schema_name = 'sz' AND reason = 'pre_drop'")[0]
+    after = h.sq("SELECT pg_total_relation_size('predrop.schema_snapshots')")[0][0]
+    print("  %d analysed 20-column tables dropped: %d snapshots, %.0f bytes a row (columns_profile %.0f, as stored), "
+          "%.0f bytes a snapshot with indexes and TOAST" % (TABLES, n, avg_row or 0, avg_profile or 0,
+                                                             (after - before) / max(n, 1)))
+    record("store", "bytes_per_snapshot_row", "%.0f" % (avg_row or 0))
+    record("store", "bytes_per_snapshot_with_indexes", "%.0f" % ((after - before) / max(n, 1)))
+
+
+def main():
+    h = holdlib.Hold("store")
+    script = os.path.join(h.work, "churn.sql")
+    with open(script, "w") as f:
+        f.write(SCRIPT)
+    try:
+        h.exec("DROP EVENT TRIGGER hold_truth_record_drop")
+        print("per-write time against the store's size (one client recreating one table):")
+        churn(h, "empty store", script)
+        t0 = time.monotonic()
+        c = h.connect(h.store_db)
+        with c.cursor() as cur:
+            cur.execute(LOAD, {"rows": ROWS, "db": h.db})
+        c.close()
+        print("  (loaded %d snapshot and %d ledger rows in %.0f s, not analysed)" % (ROWS, ROWS, time.monotonic() - t0))
+        churn(h, "loaded, never analysed", script)
+        h.exec("ANALYZE predrop.schema_snapshots; ANALYZE predrop.drop_events", db=h.store_db)
+        churn(h, "loaded, analysed", script)
+        print("bytes per snapshot:")
+        bytes_per_snapshot(h)
+    finally:
+        h.cleanup()
+    out = "\n".join("%s\t%s\t%s" % r for r in results) + "\n"
+    print("# results (section, metric, value)")
+    sys.stdout.write(out)
+    if os.environ.get("BENCH_WORK"):
+        with open(os.path.join(os.environ["BENCH_WORK"], "store-results.tsv"), "w") as f:
+            f.write(out)
+
+
+if __name__ == "__main__":
+    main()
