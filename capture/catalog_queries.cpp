@@ -64,7 +64,7 @@ WITH RECURSIVE t AS (
 )
 @FINAL@)SQL";
 
-// The catalog read alone (evidence/baseline.cpp reads pg_stats apart).
+// The catalog read alone (catalog_query: its parameters are capture_query's first five).
 constexpr const char* kCatalogSelect = R"SQL(
 SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
        CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,
@@ -80,13 +80,15 @@ SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
 // A hold's capture in one statement (issue 21: one round trip and one statement a hold, not two):
 // the catalog read with each column's pg_stats row beside it ($6 entries, each clipped to $7
 // characters on the server in proper mode; the naive mode clips per part on our side), the
-// table's own statistics ahead of its inheritance tree's, as apply_stats keeps them. Columns
-// 9..13: found, null_frac, n_distinct, most_common_vals, histogram_bounds.
+// table's own statistics ahead of its inheritance tree's (a partitioned table has only the latter). Columns
+// 9..13: found, null_frac, n_distinct, most_common_vals, histogram_bounds; 14: the server, as the
+// store write compares it (store_writer.cpp, kWriteSql's sc).
 constexpr const char* kCaptureSelect = R"SQL(
 SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
        CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,
        a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
-       st.found, st.null_frac, st.n_distinct, st.mcv, st.hist
+       st.found, st.null_frac, st.n_distinct, st.mcv, st.hist,
+       pg_postmaster_start_time()::text || '/' || coalesce(inet_server_port(), 0)::text
   FROM tree
   CROSS JOIN LATERAL (SELECT * FROM pg_class c WHERE c.oid = tree.oid AND c.relkind IN ('r', 'p', 'm', 'f', 'v') OFFSET 0) c
   JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -111,37 +113,6 @@ std::string with_select(const std::string& select) {
   sql.replace(sql.find("@FINAL@"), 7, select);
   return sql;
 }
-
-// Proper mode: slice to $3 entries and clip each to $4 characters on the server, so only the
-// bounded profile crosses the wire. anyarray has no direct cast to text[]; via text it has.
-constexpr const char* kStatsProperSql = R"SQL(
-SELECT s.schemaname, s.tablename, s.attname, s.null_frac, s.n_distinct,
-       ARRAY(SELECT left(u.v, $4::int)
-               FROM unnest((s.most_common_vals::text::text[])[1:$3::int]) WITH ORDINALITY AS u(v, o)
-              ORDER BY u.o),
-       ARRAY(SELECT left(u.v, $4::int)
-               FROM unnest((s.histogram_bounds::text::text[])[1:$3::int]) WITH ORDINALITY AS u(v, o)
-              ORDER BY u.o)
-  FROM unnest($1::name[], $2::name[]) AS t(sch, tbl)
- CROSS JOIN LATERAL (SELECT * FROM pg_stats s WHERE s.schemaname = t.sch AND s.tablename = t.tbl OFFSET 0) s
- ORDER BY s.schemaname, s.tablename, s.inherited DESC, s.attname
-)SQL";
-
-// Both stats queries look each table up by name (LATERAL, OFFSET 0 keeps it a nested loop):
-// a plain join lets the planner scan all of pg_statistic and pg_attribute through the view's
-// privilege filter, which costs milliseconds on a small catalog and seconds on a large one.
-
-// Naive (reference-compatible) mode: the reference splits the full text on commas and keeps the
-// first N parts; every element yields at least one part, so the first N elements' text holds
-// them all. Values are clipped per part on our side, as the reference does.
-constexpr const char* kStatsNaiveSql = R"SQL(
-SELECT s.schemaname, s.tablename, s.attname, s.null_frac, s.n_distinct,
-       (s.most_common_vals::text::text[])[1:$3::int]::text,
-       (s.histogram_bounds::text::text[])[1:$3::int]::text
-  FROM unnest($1::name[], $2::name[]) AS t(sch, tbl)
- CROSS JOIN LATERAL (SELECT * FROM pg_stats s WHERE s.schemaname = t.sch AND s.tablename = t.tbl OFFSET 0) s
- ORDER BY s.schemaname, s.tablename, s.inherited DESC, s.attname
-)SQL";
 
 std::optional<double> to_double(const std::optional<std::string>& s) {
   if (!s) return std::nullopt;
@@ -185,7 +156,7 @@ BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bo
   };
   static const std::string proper = build(kProperMcv, kProperHist), naive_sql = build(kNaiveMcv, kNaiveHist);
   BatchQuery q = catalog_query(request);
-  q.name = naive ? "predrop_capture_naive_v1" : "predrop_capture_proper_v1";
+  q.name = naive ? "predrop_capture_naive_v2" : "predrop_capture_proper_v2";
   q.sql = naive ? naive_sql : proper;
   q.params.push_back(std::to_string(bounds.max_values));                   // $6
   if (!naive) q.params.push_back(std::to_string(bounds.max_value_chars));  // $7: naive clips per part, client-side
@@ -227,6 +198,7 @@ CatalogResult parse_catalog(const PgResult& r, size_t target_count) {
 
 CatalogResult parse_capture(const PgResult& r, size_t target_count, const ProfileBounds& bounds, bool naive) {
   CatalogResult out = parse_catalog(r, target_count);
+  if (r.rows() > 0 && r.columns() > 14 && !r.is_null(0, 14)) out.server = r.text(0, 14);
   std::map<uint32_t, CapturedTable*> by_oid;
   for (auto& t : out.tables) by_oid[t.snap.table_oid] = &t;
   for (int i = 0; i < r.rows(); ++i) {
@@ -234,7 +206,7 @@ CatalogResult parse_capture(const PgResult& r, size_t target_count, const Profil
     auto it = by_oid.find(static_cast<uint32_t>(std::strtoul(r.text(i, 1).c_str(), nullptr, 10)));
     if (it == by_oid.end()) continue;
     CapturedTable& t = *it->second;
-    // Above max_columns a table gets no profile (mark_profile_skipped), as with apply_stats.
+    // Above max_columns a table gets no profile (mark_profile_skipped).
     if (static_cast<int>(t.snap.columns.size()) > bounds.max_columns) continue;
     const int attnum = std::atoi(r.text(i, 6).c_str());
     for (auto& c : t.snap.columns) {
@@ -253,41 +225,6 @@ CatalogResult parse_capture(const PgResult& r, size_t target_count, const Profil
 void mark_profile_skipped(std::vector<CapturedTable>& tables, const ProfileBounds& bounds) {
   for (auto& t : tables)
     t.snap.profile_skipped = static_cast<int>(t.snap.columns.size()) > bounds.max_columns;
-}
-
-std::optional<BatchQuery> stats_query(const std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive) {
-  std::vector<std::optional<std::string>> schemas, names;
-  for (const auto& t : tables) {
-    if (t.relkind == 'v' || t.snap.profile_skipped || t.snap.columns.empty()) continue;  // views have no stats
-    schemas.push_back(t.snap.schema_name);
-    names.push_back(t.snap.table_name);
-  }
-  if (names.empty()) return std::nullopt;
-  BatchQuery q{naive ? "predrop_stats_naive_v1" : "predrop_stats_proper_v1", naive ? kStatsNaiveSql : kStatsProperSql,
-               {pg_array_literal(schemas), pg_array_literal(names), std::to_string(bounds.max_values)}};
-  if (!naive) q.params.push_back(std::to_string(bounds.max_value_chars));  // naive clips per part, client-side
-  return q;
-}
-
-void apply_stats(const PgResult& r, std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive) {
-  std::map<std::pair<std::string, std::string>, CapturedTable*> by_name;
-  for (auto& t : tables)
-    if (t.relkind != 'v' && !t.snap.profile_skipped) by_name[{t.snap.schema_name, t.snap.table_name}] = &t;
-  for (int i = 0; i < r.rows(); ++i) {
-    auto it = by_name.find({r.text(i, 0), r.text(i, 1)});
-    if (it == by_name.end()) continue;
-    CapturedTable& t = *it->second;
-    t.snap.stats_available = true;
-    std::string att = r.text(i, 2);
-    // Keyed by name; later rows win (non-inherited rows sort last), as in the reference.
-    for (auto& c : t.snap.columns) {
-      if (c.name != att) continue;
-      c.null_frac = to_double(r.opt(i, 3));
-      c.n_distinct = to_double(r.opt(i, 4));
-      c.most_common_vals = r.is_null(i, 5) ? std::vector<std::string>{} : parse_pg_array(r.text(i, 5), bounds, naive);
-      c.histogram_sample = r.is_null(i, 6) ? std::vector<std::string>{} : parse_pg_array(r.text(i, 6), bounds, naive);
-    }
-  }
 }
 
 std::optional<BatchQuery> enrich_query(const std::string& user_sql, const std::vector<CapturedTable>& tables) {

@@ -1,6 +1,6 @@
 // The catalog reads of a capture, batched: one query resolves every target (search_path,
-// DROP SCHEMA, DROP OWNED, partitions) and returns columns, reltuples, OID and relkind; one
-// pg_stats query, bounded server-side, profiles them all; one optional enrichment query.
+// DROP SCHEMA, DROP OWNED, partitions) and returns columns, reltuples, OID and relkind, each
+// column with its pg_stats row (bounded server-side) beside it; one optional enrichment query.
 // Nothing here reads a table's data or takes a lock on it: only pg_class, pg_attribute,
 // pg_namespace, pg_inherits, pg_roles and the pg_stats view are read.
 #pragma once
@@ -43,20 +43,17 @@ BatchQuery catalog_query(const SnapshotRequest& request);
 struct CatalogResult {
   std::vector<CapturedTable> tables;  // one per OID, in first-target order
   std::vector<bool> target_found;     // per target: reached at least one capturable relation
+  std::string server;                 // capture_query: the server read (start time/port); else empty
 };
 CatalogResult parse_catalog(const PgResult& r, size_t target_count);
 
-// A hold's or an after's capture in one statement: the catalog read with each column's pg_stats
-// row beside it (bounded server-side as stats_query is), parsed into the same result as
-// parse_catalog followed by apply_stats.
+// A hold's, an after's or a baseline's capture in one statement: the catalog read with each
+// column's pg_stats row beside it, arrays sliced to max_values and (proper mode) values clipped to
+// max_value_chars on the server; the columns of tables above max_columns get no profile.
 BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bounds, bool naive);
 CatalogResult parse_capture(const PgResult& r, size_t target_count, const ProfileBounds& bounds, bool naive);
 
-// pg_stats for the tables that get a profile (not views, not above bounds.max_columns).
-// Empty when there is none. Arrays are sliced and values clipped by the server.
-std::optional<BatchQuery> stats_query(const std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive);
-void apply_stats(const PgResult& r, std::vector<CapturedTable>& tables, const ProfileBounds& bounds, bool naive);
-// Marks tables above max_columns (profile_skipped) — no stats read for them.
+// Marks tables above max_columns (profile_skipped).
 void mark_profile_skipped(std::vector<CapturedTable>& tables, const ProfileBounds& bounds);
 
 // The user's query (with $1 schema, $2 table) run for every table in one round trip, as a

@@ -24,6 +24,7 @@ struct PgResult {
   std::string error;
   bool ok() const { return res != nullptr; }
   int rows() const { return res ? PQntuples(res.get()) : 0; }
+  int columns() const { return res ? PQnfields(res.get()) : 0; }
   bool is_null(int row, int col) const { return PQgetisnull(res.get(), row, col); }
   std::string text(int row, int col) const { return PQgetvalue(res.get(), row, col); }
   std::optional<std::string> opt(int row, int col) const {

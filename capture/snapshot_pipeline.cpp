@@ -280,6 +280,7 @@ void SnapshotPipeline::read_catalog(const JobPtr& job) {
         mine.tables.push_back(t);
         mine.tables.back().target_indexes = std::move(indexes);
       }
+      mine.server = all.server;
       m->catalog = std::move(mine);
       m->resolved = true;
       for (auto& t : m->catalog.tables) {
@@ -384,9 +385,10 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
   group.insert(group.end(), job->riders.begin(), job->riders.end());
   std::vector<WriteGroup> groups;
   for (const auto& m : group)
-    groups.push_back({&m->rows, &m->req.ctx, m->req.reason, m->capture_ms, m->req.profile_of});
+    groups.push_back({&m->rows, &m->req.ctx, m->req.reason, m->capture_ms, m->req.profile_of,
+                      m->resolved ? m->catalog.server : std::string()});
   // Prepared once per store connection: planning the write costs more than running it.
-  BatchQuery q{"predrop_store_write_v3", sql.write, write_params(groups, cfg_)};
+  BatchQuery q{"predrop_store_write_v4", sql.write, write_params(groups, cfg_)};
   run(job, q, [this, job](PgResult r) {
     if (!r.ok() && retry_if_closed(job, store_pool_, "", [this, job] { send_write(job); })) return;
     release(job);

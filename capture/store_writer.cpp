@@ -147,8 +147,16 @@ WITH i AS (
    WHERE left(i.reason, 5) <> 'post_' OR (w.id IS NULL AND i.pre_outcome NOT IN ('capture', 'table_missing'))
   RETURNING id
 )
+), sc AS (
+  -- $34 names the server the tables were read on (capture_query's last column). When the store is
+  -- that very server, this commit need not wait for its WAL flush: the DROP it precedes commits
+  -- later in the same WAL, and its flush carries this commit with it, so a crash can lose this
+  -- snapshot only together with the DROP (issue 21: one fsync less on every hold).
+  SELECT set_config('synchronous_commit', 'off', true)
+   WHERE $34::text = pg_postmaster_start_time()::text || '/' || coalesce(inet_server_port(), 0)::text
+)
 SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n),
-       w.table_oid IS DISTINCT FROM i.table_oid
+       w.table_oid IS DISTINCT FROM i.table_oid, (SELECT count(*) FROM sc)
   FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
  ORDER BY i.ord
 )SQL";
@@ -351,6 +359,16 @@ Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& 
   p.push_back(pg_array_literal(fingerprints));        // $31
   p.push_back(pg_array_literal(profile_ofs));         // $32
   p.push_back(pg_array_literal(hints));               // $33
+  // $34: the server every group's tables were read on, when they agree.
+  std::optional<std::string> server;
+  for (const auto& g : groups) {
+    if (g.server.empty() || (server && *server != g.server)) {
+      server.reset();
+      break;
+    }
+    server = g.server;
+  }
+  p.push_back(server);
   return p;
 }
 

@@ -45,6 +45,8 @@ struct WriteGroup {
   std::string reason;
   double capture_ms = 0;
   std::string profile_of;
+  // The server its tables were read on (CatalogResult::server); empty: unknown.
+  std::string server;
 };
 // One write for the rows of every group, in order (the result has one row per row, by ord).
 Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& cfg);

@@ -216,6 +216,12 @@ void run_rounds(QuarantinePurger::State& st) {
   std::shared_ptr<spdlog::logger> log;
   while (!(log = spdlog::get("predrop")))
     if (!st.wait_until(std::chrono::steady_clock::now() + std::chrono::milliseconds(20), false)) return;
+  // Under churn every DROP quarantines a table and kicks a round; a round (its connections, its
+  // listing, the store's reconciliation) costs more than the DROP, so kicked rounds start at most
+  // one a second and each purges everything over the caps (issue 21: predrop's CPU per quarantined
+  // DROP fell from 3.7 ms).
+  constexpr auto kKickedRoundSpacing = std::chrono::seconds(1);
+  auto last_round = std::chrono::steady_clock::time_point{};
   while (!st.stopping()) {
     const int interval = quarantine_settings(*st.current()).purge_interval_s;
     if (interval <= 0) {
@@ -229,9 +235,13 @@ void run_rounds(QuarantinePurger::State& st) {
       auto cfg = st.current();
       if (!st.take_kick() || st.stopping() || (cfg->quarantine_max_tables <= 0 && cfg->quarantine_max_bytes == 0))
         continue;
+      const auto earliest = last_round + kKickedRoundSpacing;
+      if (std::chrono::steady_clock::now() < earliest && !st.wait_until(earliest, false)) continue;
+      st.take_kick();
     } else {
       st.take_kick();
     }
+    last_round = std::chrono::steady_clock::now();
     try {
       round_of(st, *log);
     } catch (const std::exception& e) {

@@ -135,15 +135,15 @@ std::vector<CapturedTable> read_tables(PgSession& target, const std::vector<Name
                                        bool naive, const std::vector<std::string>& hash_excluded) {
   SnapshotRequest req;
   for (const auto& [schema, table] : names) req.targets.push_back({"drop_table", schema, table, {}, {}, 0});
-  auto cq = catalog_query(req);
-  auto cat = parse_catalog(target.exec(cq.sql, cq.params), req.targets.size());
+  // One statement: the catalog with each column's pg_stats row beside it (capture_query).
+  auto cq = capture_query(req, bounds, naive);
+  auto cat = parse_capture(target.exec(cq.sql, cq.params), req.targets.size(), bounds, naive);
   // A partitioned table's partitions come along; keep exactly the relations asked for.
   std::set<Name> wanted(names.begin(), names.end());
   std::vector<CapturedTable> tables;
   for (auto& t : cat.tables)
     if (wanted.count({t.snap.schema_name, t.snap.table_name})) tables.push_back(std::move(t));
   mark_profile_skipped(tables, bounds);
-  if (auto sq = stats_query(tables, bounds, naive)) apply_stats(target.exec(sq->sql, sq->params), tables, bounds, naive);
   for (auto& t : tables) {
     std::vector<std::string> cols;
     for (const auto& c : t.snap.columns) cols.push_back(c.name);

@@ -79,7 +79,8 @@ PgSession::PgSession(const std::string& conninfo, const std::string& application
   conn_.reset(PQconnectdbParams(keys.data(), values.data(), 1));
   if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
     throw std::runtime_error(conn_ ? PQerrorMessage(conn_.get()) : "out of memory");
-  PQclear(PQexec(conn_.get(), "SET client_min_messages = warning"));
+  // predrop's own statements are small: JIT compiling one costs more than running it (issue 21).
+  PQclear(PQexec(conn_.get(), "SET client_min_messages = warning; SET jit = off"));
 }
 
 PgResult PgSession::exec(const std::string& sql, const Params& params) {
