@@ -146,7 +146,6 @@ WITH i AS (
    -- written one is its own record, and a table gone before its after is the DROP's to record.
    WHERE left(i.reason, 5) <> 'post_' OR (w.id IS NULL AND i.pre_outcome NOT IN ('capture', 'table_missing'))
   RETURNING id
-)
 ), sc AS (
   -- $34 names the server the tables were read on (capture_query's last column). When the store is
   -- that very server, this commit need not wait for its WAL flush: the DROP it precedes commits

@@ -143,6 +143,14 @@ def main():
                                 "SELECT hold_ms FROM predrop.drop_events WHERE occurred_at >= %s AND hold_ms IS NOT NULL "
                                 "AND statement_kind = 'drop_table'", (started,))]
                             holds.setdefault(name, []).extend(hs)
+                            # A hold that failed open is fast: the cell is only worth its snapshots.
+                            written, drops = h.sq(
+                                "SELECT count(*) FILTER (WHERE outcome IN ('written', 'deduplicated')), count(*) "
+                                "FROM predrop.drop_events WHERE occurred_at >= %s AND statement_kind = 'drop_table'",
+                                (started,))[0]
+                            line += "  snapshots %d of %d DROPs" % (written, drops)
+                            if written < drops:
+                                line += " (MISSES: %d)" % (drops - written)
                         print(line, flush=True)
                 direct = tps.get("direct", [])
                 for name, _, p in targets:

@@ -92,8 +92,8 @@ def bytes_per_snapshot(h):
     h.exec("CREATE SCHEMA sz; DO $$BEGIN FOR i IN 1..%d LOOP EXECUTE format('CREATE TABLE sz.t%%s (%s)', i); "
            "EXECUTE format('INSERT INTO sz.t%%s SELECT %s FROM generate_series(1, 2000) g', i); END LOOP; END$$; ANALYZE;"
            % (TABLES, cols, vals.replace("'", "''")))
+    p = h.start_predrop("--hold-timeout-ms", "60000", admin=False)  # migrates the store first
     before = h.sq("SELECT pg_total_relation_size('predrop.schema_snapshots')")[0][0]
-    p = h.start_predrop("--hold-timeout-ms", "60000", admin=False)
     c = h.pconnect()
     with c.cursor() as cur:
         for i in range(1, TABLES + 1):
