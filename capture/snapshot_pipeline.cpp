@@ -267,8 +267,19 @@ void SnapshotPipeline::read_catalog(const JobPtr& job) {
     auto riders = std::move(job->riders);
     job->riders.clear();
     size_t offset = job->req.targets.size();
-    auto take = [&](const JobPtr& m, size_t from) {
-      const size_t n = m->req.targets.size();
+    // What a member learnt: its schema hashes, and which tables are too wide for a profile.
+    auto resolved = [this](const JobPtr& m, CatalogResult catalog) {
+      m->catalog = std::move(catalog);
+      m->resolved = true;
+      for (auto& t : m->catalog.tables) {
+        std::vector<std::string> names;
+        for (const auto& c : t.snap.columns) names.push_back(c.name);
+        t.snap.schema_hash = schema_hash(std::move(names), cfg_.hash_excluded);
+      }
+      mark_profile_skipped(m->catalog.tables, cfg_.bounds);
+    };
+    // A member's share of the group's answer: its targets' slice, renumbered from 0.
+    auto share = [&all](size_t from, size_t n) {
       CatalogResult mine;
       mine.target_found.assign(all.target_found.begin() + static_cast<long>(from),
                                all.target_found.begin() + static_cast<long>(from + n));
@@ -281,35 +292,18 @@ void SnapshotPipeline::read_catalog(const JobPtr& job) {
         mine.tables.back().target_indexes = std::move(indexes);
       }
       mine.server = all.server;
-      m->catalog = std::move(mine);
-      m->resolved = true;
-      for (auto& t : m->catalog.tables) {
-        std::vector<std::string> names;
-        for (const auto& c : t.snap.columns) names.push_back(c.name);
-        t.snap.schema_hash = schema_hash(std::move(names), cfg_.hash_excluded);
-      }
-      mark_profile_skipped(m->catalog.tables, cfg_.bounds);
+      return mine;
     };
     for (const auto& rider : riders) {
       if (!rider->finished) {
-        take(rider, offset);
+        resolved(rider, share(offset, rider->req.targets.size()));
         rider->riding = false;
         rider->capture_ms = ms_since(rider->started);
       }
       offset += rider->req.targets.size();
     }
-    if (riders.empty()) {
-      job->catalog = std::move(all);
-      job->resolved = true;
-      for (auto& t : job->catalog.tables) {
-        std::vector<std::string> names;
-        for (const auto& c : t.snap.columns) names.push_back(c.name);
-        t.snap.schema_hash = schema_hash(std::move(names), cfg_.hash_excluded);
-      }
-      mark_profile_skipped(job->catalog.tables, cfg_.bounds);
-    } else {
-      take(job, 0);
-    }
+    if (riders.empty()) resolved(job, std::move(all));
+    else resolved(job, share(0, job->req.targets.size()));
     enrich(job, 0);
     for (const auto& rider : riders)
       if (!rider->finished) write(rider);

@@ -1,5 +1,6 @@
 """What the Python benches share: their results as (section, metric, value) rows, percentiles,
-and (holdlib's) a free loopback port."""
+and (holdlib's) a free loopback port. Importing it puts tests/hold on the path, so a bench can
+`import holdlib` next."""
 import os
 import sys
 
@@ -21,3 +22,27 @@ def pct(xs, p):
     k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
     return xs[k]
 
+
+
+def write_results(name):
+    """Print the results as TSV (section, metric, value) and keep them in $BENCH_WORK/NAME-results.tsv,
+    where scripts/bench.sh prints them as a table."""
+    out = "".join("%s\t%s\t%s\n" % r for r in results)
+    print("# results (section, metric, value)")
+    sys.stdout.write(out)
+    if os.environ.get("BENCH_WORK"):
+        with open(os.path.join(os.environ["BENCH_WORK"], "%s-results.tsv" % name), "w") as f:
+            f.write(out)
+
+
+def bench_hold(name, script):
+    """A holdlib.Hold (its own database and store) for a bench, with its pgbench script written to
+    the work dir. The ground-truth event trigger is the tests': a bench measures the DROP as
+    production runs it. Returns (hold, script path)."""
+    import holdlib
+    h = holdlib.Hold(name)
+    path = os.path.join(h.work, name + ".sql")
+    with open(path, "w") as f:
+        f.write(script)
+    h.exec("DROP EVENT TRIGGER hold_truth_record_drop")
+    return h, path

@@ -43,7 +43,7 @@ SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "support"))
 from predrop_harness import Predrop  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, ".."))
-from benchlib import free_port, pct, record, results  # noqa: E402
+from benchlib import free_port, pct, record, write_results  # noqa: E402
 
 SECONDS = int(os.environ.get("AFTER_BENCH_SECONDS", "8"))
 CLIENTS = int(os.environ.get("AFTER_BENCH_CLIENTS", "8"))
@@ -482,12 +482,7 @@ def main():
             statistics_watcher(b)
     finally:
         b.cleanup()
-    out = "".join("%s\t%s\t%s\n" % r for r in results)
-    print("# results (section, metric, value)")
-    sys.stdout.write(out)
-    if os.environ.get("BENCH_WORK"):
-        with open(os.path.join(os.environ["BENCH_WORK"], "after-results.tsv"), "w") as f:
-            f.write(out)
+    write_results("after")
 
 
 if __name__ == "__main__":

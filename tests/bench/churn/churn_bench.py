@@ -32,11 +32,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "hold"))
-import holdlib  # noqa: E402
-sys.path.insert(0, os.path.join(HERE, ".."))
-from benchlib import pct, record, results  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchlib import pct, record, write_results, bench_hold  # noqa: E402
 
 CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
 SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
@@ -97,13 +94,8 @@ def run_pgbench(h, port, clients, script):
 
 
 def main():
-    h = holdlib.Hold("churn")
-    script = os.path.join(h.work, "churn.sql")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
+    h, script = bench_hold("churn", SCRIPT)
     try:
-        # The ground-truth event trigger is the tests'; a bench measures the DROP as production runs it.
-        h.exec("DROP EVENT TRIGGER hold_truth_record_drop")
         targets = [("direct", h.port, None)]
         if PGB_PORT:
             targets.append(("pgbouncer", int(PGB_PORT), None))
@@ -179,12 +171,7 @@ def main():
         h.exec("ALTER SYSTEM RESET synchronous_commit", db="postgres")
         h.exec("SELECT pg_reload_conf()", db="postgres")
         h.cleanup()
-    out = "\n".join("%s\t%s\t%s" % r for r in results) + "\n"
-    print("# results (section, metric, value)")
-    sys.stdout.write(out)
-    if os.environ.get("BENCH_WORK"):
-        with open(os.path.join(os.environ["BENCH_WORK"], "churn-results.tsv"), "w") as f:
-            f.write(out)
+    write_results("churn")
 
 
 if __name__ == "__main__":

@@ -19,11 +19,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "hold"))
-import holdlib  # noqa: E402
-sys.path.insert(0, os.path.join(HERE, ".."))
-from benchlib import record, results  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchlib import record, write_results, bench_hold  # noqa: E402
 
 INSTANCES = int(os.environ.get("FLEET_INSTANCES", "20"))
 SECONDS = int(os.environ.get("FLEET_SECONDS", "10"))
@@ -88,22 +85,13 @@ def run(h, idle_close, script):
 
 
 def main():
-    h = holdlib.Hold("fleet")
-    script = os.path.join(h.work, "fleet.sql")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
+    h, script = bench_hold("fleet", SCRIPT)
     try:
-        h.exec("DROP EVENT TRIGGER hold_truth_record_drop")
         run(h, IDLE_CLOSE, script)
         run(h, 0, script)
     finally:
         h.cleanup()
-    out = "\n".join("%s\t%s\t%s" % r for r in results) + "\n"
-    print("# results (section, metric, value)")
-    sys.stdout.write(out)
-    if os.environ.get("BENCH_WORK"):
-        with open(os.path.join(os.environ["BENCH_WORK"], "fleet-results.tsv"), "w") as f:
-            f.write(out)
+    write_results("fleet")
 
 
 if __name__ == "__main__":

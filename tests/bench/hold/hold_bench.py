@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "hold"))
 import holdlib  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, ".."))
-from benchlib import pct, record, results  # noqa: E402
+from benchlib import pct, record, write_results  # noqa: E402
 
 DROPS = int(os.environ.get("HOLD_BENCH_DROPS", "200"))
 CASCADE_TABLES = int(os.environ.get("HOLD_BENCH_CASCADE_TABLES", "300"))
@@ -165,12 +165,7 @@ def main():
             pgbench(h, holds.port, relay.port)
     finally:
         h.cleanup()
-    out = "\n".join("%s\t%s\t%s" % r for r in results) + "\n"
-    print("# results (section, metric, value)")
-    sys.stdout.write(out)
-    if os.environ.get("BENCH_WORK"):
-        with open(os.path.join(os.environ["BENCH_WORK"], "hold-results.tsv"), "w") as f:
-            f.write(out)
+    write_results("hold")
 
 
 if __name__ == "__main__":

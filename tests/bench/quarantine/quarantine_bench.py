@@ -29,7 +29,7 @@ SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "support"))
 from predrop_harness import Predrop  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, ".."))
-from benchlib import record, results  # noqa: E402
+from benchlib import record, write_results  # noqa: E402
 
 MB = int(os.environ.get("QUARANTINE_BENCH_MB", "1024"))
 REPS = int(os.environ.get("QUARANTINE_BENCH_REPS", "2"))
@@ -190,12 +190,7 @@ def main():
         purge_bench(b, quar)
     finally:
         b.cleanup()
-    out = "".join("%s\t%s\t%s\n" % r for r in results)
-    print("# results (section, metric, value)")
-    sys.stdout.write(out)
-    if os.environ.get("BENCH_WORK"):
-        with open(os.path.join(os.environ["BENCH_WORK"], "quarantine-results.tsv"), "w") as f:
-            f.write(out)
+    write_results("quarantine")
 
 
 if __name__ == "__main__":

@@ -20,11 +20,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "hold"))
-import holdlib  # noqa: E402
-sys.path.insert(0, os.path.join(HERE, ".."))
-from benchlib import pct, record, results  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchlib import pct, record, write_results, bench_hold  # noqa: E402
 
 SECONDS = int(os.environ.get("STORE_SECONDS", "8"))
 ROWS = int(os.environ.get("STORE_ROWS", "1000000"))
@@ -112,12 +109,8 @@ def bytes_per_snapshot(h):
 
 
 def main():
-    h = holdlib.Hold("store")
-    script = os.path.join(h.work, "churn.sql")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
+    h, script = bench_hold("store", SCRIPT)
     try:
-        h.exec("DROP EVENT TRIGGER hold_truth_record_drop")
         print("per-write time against the store's size (one client recreating one table):")
         churn(h, "empty store", script)
         t0 = time.monotonic()
@@ -133,12 +126,7 @@ def main():
         bytes_per_snapshot(h)
     finally:
         h.cleanup()
-    out = "\n".join("%s\t%s\t%s" % r for r in results) + "\n"
-    print("# results (section, metric, value)")
-    sys.stdout.write(out)
-    if os.environ.get("BENCH_WORK"):
-        with open(os.path.join(os.environ["BENCH_WORK"], "store-results.tsv"), "w") as f:
-            f.write(out)
+    write_results("store")
 
 
 if __name__ == "__main__":
