@@ -38,6 +38,10 @@ def test(h):
                  "ANALYZE w_drop",
                  "DROP TABLE w_ctas"]
         for s in steps:
+            if s == "ANALYZE w_drop":
+                # The recreate's after is written first (it waits up to a second for a hold to absorb
+                # it): then it has no statistics yet, and this ANALYZE brings its post_analyze.
+                h.wait_for(lambda: h.snapshots("reason = 'post_create' AND table_name = 'w_drop'"), timeout=15)
             r = h.psql(s)
             h.check(r.rc == 0, "psql through predrop: %s" % s, r)
         h.check_afters_match_truth("watched DDL")
