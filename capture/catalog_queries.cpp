@@ -64,19 +64,6 @@ WITH RECURSIVE t AS (
 )
 @FINAL@)SQL";
 
-// The catalog read alone (catalog_query: its parameters are capture_query's first five).
-constexpr const char* kCatalogSelect = R"SQL(
-SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
-       CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,
-       a.attnum, a.attname, format_type(a.atttypid, a.atttypmod)
-  FROM tree
-  -- by OID, one index probe per table: a join here lets a generic plan scan all of pg_class
-  CROSS JOIN LATERAL (SELECT * FROM pg_class c WHERE c.oid = tree.oid AND c.relkind IN ('r', 'p', 'm', 'f', 'v') OFFSET 0) c
-  JOIN pg_namespace n ON n.oid = c.relnamespace
-  LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
- ORDER BY tree.tord, c.oid, a.attnum
-)SQL";
-
 // A hold's capture in one statement (issue 21: one round trip and one statement a hold, not two):
 // the catalog read with each column's pg_stats row beside it ($6 entries, each clipped to $7
 // characters on the server in proper mode; the naive mode clips per part on our side), the
@@ -123,7 +110,10 @@ bool is_relation_kind(const std::string& kind) { return kind != "drop_schema" &&
 
 }  // namespace
 
-BatchQuery catalog_query(const SnapshotRequest& req) {
+// The targets, in order, with unqualified names resolved through search_path ("$user" is the
+// session user; pg_catalog first unless listed, as the server does; temp schemas ignored): the
+// capture statement's parameters $1..$5.
+static Params target_params(const SnapshotRequest& req) {
   std::vector<std::optional<std::string>> kinds, schemas, names, path, roles;
   for (const auto& t : req.targets) {
     kinds.push_back(t.kind);
@@ -141,10 +131,8 @@ BatchQuery catalog_query(const SnapshotRequest& req) {
   }
   if (!has_catalog) path.push_back(std::string("pg_catalog"));
   path.insert(path.end(), listed.begin(), listed.end());
-  static const std::string sql = with_select(kCatalogSelect);
-  return {"predrop_catalog_v1", sql,
-          {pg_array_literal(kinds), pg_array_literal(schemas), pg_array_literal(names), pg_array_literal(path),
-           pg_array_literal(roles)}};
+  return {pg_array_literal(kinds), pg_array_literal(schemas), pg_array_literal(names), pg_array_literal(path),
+          pg_array_literal(roles)};
 }
 
 BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bounds, bool naive) {
@@ -155,9 +143,8 @@ BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bo
     return with_select(select);
   };
   static const std::string proper = build(kProperMcv, kProperHist), naive_sql = build(kNaiveMcv, kNaiveHist);
-  BatchQuery q = catalog_query(request);
-  q.name = naive ? "predrop_capture_naive_v2" : "predrop_capture_proper_v2";
-  q.sql = naive ? naive_sql : proper;
+  BatchQuery q{naive ? "predrop_capture_naive_v2" : "predrop_capture_proper_v2", naive ? naive_sql : proper,
+               target_params(request)};
   q.params.push_back(std::to_string(bounds.max_values));                   // $6
   if (!naive) q.params.push_back(std::to_string(bounds.max_value_chars));  // $7: naive clips per part, client-side
   return q;

@@ -36,9 +36,6 @@ struct BatchQuery {
   Params params;
 };
 
-// Targets, in order, with unqualified names resolved through search_path ("$user" is the
-// session user; pg_catalog first unless listed, as the server does; temp schemas ignored).
-BatchQuery catalog_query(const SnapshotRequest& request);
 
 struct CatalogResult {
   std::vector<CapturedTable> tables;  // one per OID, in first-target order
@@ -47,7 +44,9 @@ struct CatalogResult {
 };
 CatalogResult parse_catalog(const PgResult& r, size_t target_count);
 
-// A hold's, an after's or a baseline's capture in one statement: the catalog read with each
+// A hold's, an after's or a baseline's capture in one statement, its targets in order (unqualified
+// names resolved through search_path as the server does: "$user" is the session user, pg_catalog
+// first unless listed, temp schemas ignored): the catalog read with each
 // column's pg_stats row beside it, arrays sliced to max_values and (proper mode) values clipped to
 // max_value_chars on the server; the columns of tables above max_columns get no profile.
 BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bounds, bool naive);
