@@ -48,7 +48,7 @@ struct Limits {
   int max_clients = 10000;
   uint64_t max_message_bytes = 1ull << 30;   // PostgreSQL's own limit
   uint32_t max_inspect_bytes = 1u << 20;     // Query/Parse assembled whole up to this to be classified
-  int startup_timeout_ms = 10000;
+  int startup_timeout_ms = 60000;   // the server's authentication_timeout
   int drain_timeout_ms = 30000;
   int buffer_bytes = 16384;                  // per direction, per active session
 };

@@ -150,7 +150,10 @@ std::string render_metrics(ProxyContext& ctx) {
           m.unparsed_statements.load());
   counter(out, "predrop_uninspected_statements_total", "Statements larger than limits.max_inspect_bytes, relayed unclassified.",
           m.uninspected_large_statements.load());
-  counter(out, "predrop_protocol_errors_total", "Protocol violations (bad lengths, bad startup packets).", m.protocol_errors.load());
+  header(out, "predrop_protocol_errors_total", "counter",
+         "Protocol violations: phase=startup before a session (bad lengths, bad startup packets), phase=session in one.");
+  sample(out, "predrop_protocol_errors_total", "phase=\"startup\"", m.protocol_errors_startup.load());
+  sample(out, "predrop_protocol_errors_total", "phase=\"session\"", m.protocol_errors.load());
   counter(out, "predrop_cancel_requests_total", "CancelRequests received.", m.cancel_requests.load());
   header(out, "predrop_drop_outcomes_total", "counter", "Whether captured tables really died once the transaction ended.");
   capture::CaptureStats cap{};

@@ -41,7 +41,8 @@ struct Metrics {
   std::atomic<int64_t> server_connections{0};
   std::atomic<uint64_t> client_connections_total{0};
   std::atomic<uint64_t> client_connections_rejected{0};
-  std::atomic<uint64_t> protocol_errors{0};
+  std::atomic<uint64_t> protocol_errors{0};           // in a session: bad lengths, malformed messages
+  std::atomic<uint64_t> protocol_errors_startup{0};   // before it: bad startups, refused negotiations
   std::atomic<uint64_t> uninspected_large_statements{0};
   std::atomic<uint64_t> rejected_statements{0};
   std::atomic<uint64_t> unresolved_statements{0};

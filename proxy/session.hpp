@@ -84,7 +84,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_upstream_connected();
   void negotiate_upstream_tls();
   void send_startup_upstream();
-  void fail_startup(std::string_view sqlstate, std::string message);
+  // before: bytes the server would send ahead of the error (its answer to an SSLRequest).
+  void fail_startup(std::string_view sqlstate, std::string message, std::string_view detail = {}, std::string before = {});
+  void startup_protocol_error(const std::string& what);   // logged and counted; the client is told nothing
+  void relay_server_refusal();
 
   // relay.cpp
   void start_relay();
@@ -156,6 +159,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string client_addr_;
   Clock::time_point started_at_ = Clock::now();
   bool relaying_ = false;
+  bool ssl_done_ = false, gss_done_ = false;   // each negotiation is answered once, as the server does
+  bool server_answers_startup_ = false;        // a startup the server refuses: its answer is relayed whole
   bool closed_ = false;
   bool client_terminated_ = false;
   bool strip_plus_ = false;

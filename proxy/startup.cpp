@@ -32,8 +32,11 @@ void Session::start() {
   startup_timer_->expires_after(std::chrono::milliseconds(cfg_->limits.startup_timeout_ms));
   startup_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->relaying_ || self->closed_) return;
-    self->fail_startup("08P01", "predrop: startup packet not received within " +
-                                    std::to_string(self->cfg_->limits.startup_timeout_ms) + " ms");
+    // PostgreSQL ends a startup that outlasts authentication_timeout without a word (the
+    // postmaster's child just exits): the client sees the connection close, as here.
+    spdlog::info("client {}: startup not finished within limits.startup_timeout_ms={}", self->client_addr_,
+                 self->cfg_->limits.startup_timeout_ms);
+    self->close("startup timeout");
   });
   detect_direct_tls();
 }
@@ -51,7 +54,7 @@ void Session::detect_direct_tls() {
     if (!self->ctx_.client_tls) {
       // PostgreSQL without SSL closes such a connection without a word: the client speaks TLS and
       // could not read a protocol error anyway.
-      metrics().protocol_errors.fetch_add(1);
+      metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);
       spdlog::info("client {}: direct TLS connection, but predrop has no tls configured", self->client_addr_);
       return self->close("direct TLS without tls configured");
     }
@@ -72,7 +75,7 @@ void Session::start_direct_tls() {
     unsigned int alpn_len = 0;
     SSL_get0_alpn_selected(self->client_.tls()->native_handle(), &alpn, &alpn_len);
     if (alpn_len == 0) {
-      metrics().protocol_errors.fetch_add(1);
+      metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);
       spdlog::info("client {}: received direct SSL connection request without ALPN protocol negotiation extension",
                    self->client_addr_);
       return self->close("direct TLS without ALPN");
@@ -81,14 +84,26 @@ void Session::start_direct_tls() {
   });
 }
 
+// A startup the server refuses is refused as the server refuses it. Where PostgreSQL only logs (a
+// length out of range, a packet cut short) the connection closes without a word: a client that
+// ends at once may send its Terminate before its startup packet, and an answer it does not expect
+// makes it throw. Where the server answers from the packet alone (an unsupported protocol, a bad
+// layout, no user), the packet goes to the server and its answer comes back byte for byte, in
+// whatever format it chose (protocol 2 errors have no length word). predrop answers itself only
+// for the negotiation it conducts: SSLRequest, GSSENCRequest and their repetition.
 void Session::read_startup_length() {
   auto len_buf = std::make_shared<std::array<char, 4>>();
-  client_.async_read_exactly(asio::buffer(*len_buf), [self = shared_from_this(), len_buf](boost::system::error_code ec, size_t) {
-    if (ec) return self->close("client left during startup");
+  client_.async_read_exactly(asio::buffer(*len_buf), [self = shared_from_this(), len_buf](boost::system::error_code ec, size_t n) {
+    if (ec) {
+      // Nothing at all is an ordinary hang-up (monitors, a client refusing the SSL answer); the
+      // server complains of part of a length word only before any negotiation.
+      if (n > 0 && !self->ssl_done_ && !self->gss_done_) self->startup_protocol_error("incomplete startup packet");
+      return self->close("client left during startup");
+    }
     uint32_t len = wire::read_u32(len_buf->data());
-    if (len < 8 || len > wire::kMaxStartupPacket) {
-      metrics().protocol_errors.fetch_add(1);
-      return self->fail_startup("08P01", "invalid length of startup packet: " + std::to_string(len));
+    if (len < 8 || len - 4 > wire::kMaxStartupPacket) {
+      self->startup_protocol_error("invalid length of startup packet: " + std::to_string(len));
+      return self->close("invalid length of startup packet");
     }
     self->read_startup_body(len);
   });
@@ -99,41 +114,58 @@ void Session::read_startup_body(uint32_t len) {
   wire::write_u32(packet->data(), len);
   client_.async_read_exactly(asio::buffer(packet->data() + 4, len - 4),
                              [self = shared_from_this(), packet](boost::system::error_code ec, size_t) {
-                               if (ec) return self->close("client left during startup");
+                               if (ec) {
+                                 self->startup_protocol_error("incomplete startup packet");
+                                 return self->close("client left during startup");
+                               }
                                self->on_startup_packet(std::move(*packet));
                              });
 }
 
+void Session::startup_protocol_error(const std::string& what) {
+  metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn("client {}: {}", client_addr_, what);
+}
+
 void Session::on_startup_packet(std::string packet) {
   uint32_t code = wire::read_u32(packet.data() + 4);
-  if (code == wire::kSslRequestCode && packet.size() == 8) return answer_ssl_request();
-  if (code == wire::kGssEncRequestCode && packet.size() == 8) {
+  // The server's order: a cancel first, then each negotiation once (any length).
+  if (code == wire::kCancelRequestCode) return handle_cancel_packet(packet);
+  if (code == wire::kSslRequestCode && !ssl_done_) return answer_ssl_request();
+  if (code == wire::kGssEncRequestCode && !gss_done_) {
     // No GSSAPI encryption: 'N', and the client goes on with SSL or plaintext.
+    gss_done_ = true;
     auto n = std::make_shared<char>('N');
     return client_.async_write(asio::buffer(n.get(), 1), [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
       if (ec) return self->close("client left during startup");
       self->read_startup_length();
     });
   }
-  if (code == wire::kCancelRequestCode) return handle_cancel_packet(packet);
-  if ((code >> 16) != 3) {
-    metrics().protocol_errors.fetch_add(1);
+  if (code == wire::kSslRequestCode || code == wire::kGssEncRequestCode) {
+    // A negotiation repeated: the server reads its code as a protocol version it does not know.
+    // This answer is predrop's own (the server cannot be asked without repeating a negotiation it
+    // never saw); its code and message are the server's.
     return fail_startup("0A000", "unsupported frontend protocol " + std::to_string(code >> 16) + "." +
-                                     std::to_string(code & 0xFFFF) + ": predrop supports 3.x");
+                                     std::to_string(code & 0xFFFF) + ": server supports 3.0 to 3.0");
   }
-  auto parsed = wire::parse_startup(packet.data() + 4, packet.size() - 4);
-  if (!parsed) {
-    metrics().protocol_errors.fetch_add(1);
-    return fail_startup("08P01", "invalid startup packet layout");
-  }
-  params_ = std::move(*parsed);
-  if (params_.get("user").empty()) return fail_startup("28000", "no PostgreSQL user name specified in startup packet");
   if (ctx_.draining.load()) return fail_startup("57P03", "predrop is shutting down");
   if (static_cast<int>(ctx_.registry.size()) > cfg_->limits.max_clients) {
     metrics().client_connections_rejected.fetch_add(1);
     return fail_startup("53300", "sorry, too many clients already (predrop limits.max_clients=" +
                                      std::to_string(cfg_->limits.max_clients) + ")");
   }
+  std::optional<wire::StartupParams> parsed;
+  if ((code >> 16) == 3) parsed = wire::parse_startup(packet.data() + 4, packet.size() - 4);
+  if (!parsed || parsed->get("user").empty()) {
+    startup_protocol_error((code >> 16) != 3 ? "unsupported frontend protocol " + std::to_string(code >> 16) + "." +
+                                                   std::to_string(code & 0xFFFF) + ": the server answers"
+                           : !parsed ? std::string("invalid startup packet layout: the server answers")
+                                     : std::string("no user name in the startup packet: the server answers"));
+    startup_packet_ = std::move(packet);
+    server_answers_startup_ = true;
+    return connect_upstream();
+  }
+  params_ = std::move(*parsed);
   startup_packet_ = std::move(packet);
   std::vector<std::string> initial = {"$user", "public"};
   std::string sp = params_.get("search_path");
@@ -146,21 +178,40 @@ void Session::on_startup_packet(std::string packet) {
   connect_upstream();
 }
 
+// The server's answer to a startup it refuses, relayed as it comes until the server closes.
+void Session::relay_server_refusal() {
+  auto buf = std::make_shared<std::array<char, 4096>>();
+  upstream_->async_read_some(asio::buffer(*buf), [self = shared_from_this(), buf](boost::system::error_code ec, size_t n) {
+    if (self->closed_) return;
+    if (n == 0) return self->close("the server refused the startup");
+    self->client_.async_write(asio::buffer(buf->data(), n), [self, buf](boost::system::error_code ec, size_t) {
+      if (ec) return self->close("client left during startup");
+      self->relay_server_refusal();
+    });
+  });
+}
+
 void Session::answer_ssl_request() {
   // Bytes already sent behind the SSLRequest would be read as if they came through TLS:
   // the class of bug behind PgBouncer's CVE-2021-3935 and PostgreSQL's CVE-2021-23214.
   boost::system::error_code ec;
+  ssl_done_ = true;
+  char answer = ctx_.client_tls && !client_.is_tls() ? 'S' : 'N';
   if (client_.socket().available(ec) > 0) {
-    metrics().protocol_errors.fetch_add(1);
-    return fail_startup("08P01", "received unencrypted data after SSL request");
+    // The server gives its answer to the request, then this error.
+    metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);
+    return fail_startup("08P01", "received unencrypted data after SSL request",
+                        "This could be either a client-software bug or evidence of an attempted man-in-the-middle attack.",
+                        std::string(1, answer));
   }
-  if (!ctx_.client_tls || client_.is_tls()) {
+  if (answer == 'N') {
     auto n = std::make_shared<char>('N');
     return client_.async_write(asio::buffer(n.get(), 1), [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
       if (ec) return self->close("client left during startup");
       self->read_startup_length();
     });
   }
+  gss_done_ = true;   // as the server: no GSSENCRequest inside TLS
   auto s = std::make_shared<char>('S');
   client_.async_write(asio::buffer(s.get(), 1), [self = shared_from_this(), s](boost::system::error_code ec, size_t) {
     if (ec) return self->close("client left during startup");
@@ -192,10 +243,10 @@ void Session::handle_cancel_packet(const std::string& packet) {
   asio::post(target->executor(), [target, packet, done]() { target->on_cancel_request(packet, done); });
 }
 
-void Session::fail_startup(std::string_view sqlstate, std::string message) {
+void Session::fail_startup(std::string_view sqlstate, std::string message, std::string_view detail, std::string before) {
   if (closed_) return;
   spdlog::info("client {}: {}", client_addr_, message);
-  auto err = std::make_shared<std::string>(wire::error_response("FATAL", sqlstate, message));
+  auto err = std::make_shared<std::string>(std::move(before) + wire::error_response("FATAL", sqlstate, message, detail));
   client_.async_write(asio::buffer(*err), [self = shared_from_this(), err](boost::system::error_code, size_t) {
     self->close("startup failed");
   });
@@ -298,6 +349,7 @@ void Session::send_startup_upstream() {
     if (ec) return self->fail_startup("08006", "predrop: upstream closed the connection during startup");
     self->startup_packet_.clear();
     self->startup_packet_.shrink_to_fit();
+    if (self->server_answers_startup_) return self->relay_server_refusal();
     self->start_relay();
   });
 }

@@ -74,7 +74,10 @@ if [ "${PREDROP_TEST_SANITIZERS:-1}" != 0 ]; then
   # run everything that drives predrop's own code paths: unit, protocol, capture, the hold suite
   # (fail-open and fail-closed included, and the differential tests with their DROPs held), faults
   # and evidence (on two cores: hold and faults about 90 s, evidence about 60 s).
-  run_phase asan "$root/build-asan" -LE "${PREDROP_ASAN_EXCLUDE:-clients|deploy|bench}"
+  # hold_lp.* and quarantine_lp.* are the hold and quarantine suites again with the least-privilege
+  # capture role: predrop's code paths are the same ones, only the server's answers differ, so the
+  # sanitizers see them once (the normal and PostgreSQL 17 phases run them).
+  run_phase asan "$root/build-asan" -LE "${PREDROP_ASAN_EXCLUDE:-clients|deploy|bench}" -E '_lp\.'
 fi
 
 if [ "${PREDROP_TEST_TSAN:-1}" != 0 ]; then
@@ -109,7 +112,7 @@ if [ "${PREDROP_TEST_FUZZ:-1}" != 0 ]; then
   run_phase fuzz "$root/build-fuzz" -L fuzz
 fi
 if [ "${PREDROP_TEST_PG17:-1}" != 0 ]; then
-  echo "== hold, capture, clients and evidence tests against PostgreSQL 17 =="
+  echo "== hold, capture, clients, evidence and startup tests against PostgreSQL 17 =="
   # The same suites, the same build, another server: the catalog and pg_stats reads, the relay and
   # the clients' comparisons against what operators run today. Debian 12 has no PostgreSQL 17, so
   # it comes from a Debian 13 root (built once, about 40 s, then cached); its client programs
@@ -121,7 +124,10 @@ if [ "${PREDROP_TEST_PG17:-1}" != 0 ]; then
     export PATH="$PG_CLIENT_BIN:$PATH"
     echo "PostgreSQL 17 cluster up in $(( $(date +%s) - pg17_start )) s: $(psql -XAtc 'SELECT version()')"
     if "$root/scripts/test-roles.sh"; then
-      run_phase pg17 "$BUILD_DIR" ${PREDROP_PG17_CTEST_ARGS:--L 'hold|capture|clients|evidence'}
+      # Of the hold suites' two runs, the least-privilege one (hold_lp.*, quarantine_lp.*): what a
+      # newer server changes for predrop is what its catalogs let a non-superuser see; the
+      # superuser runs add nothing there that the PostgreSQL 15 phase has not shown.
+      run_phase pg17 "$BUILD_DIR" ${PREDROP_PG17_CTEST_ARGS:--L 'hold|capture|clients|evidence|startup' -E '^hold\.|^quarantine\.wire_'}
     else
       status=1; failed_phases+=("pg17-roles")
     fi

@@ -1,5 +1,7 @@
-// Bad inputs: each is answered with an ErrorResponse carrying the right SQLSTATE, the connection is
-// closed, and predrop goes on serving fresh sessions.
+// Bad inputs: each is answered as the server answers it (an ErrorResponse carrying the right
+// SQLSTATE, or, for a startup the server only logs, nothing), the connection is closed, and predrop
+// goes on serving fresh sessions. tests/proxy/startup_table_test.py compares startups with the
+// server's answers byte for byte.
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -76,15 +78,15 @@ TEST_F(BadInput, InvalidLengthAfterValidMessagesInSameWrite) {
 
 class BadStartupLength : public BadInput, public ::testing::WithParamInterface<uint32_t> {};
 
-TEST_P(BadStartupLength, Is08P01) {
+TEST_P(BadStartupLength, ClosesWithoutAWord) {
   RawConn c = proxy_.connect();
-  // Only the length word: predrop rejects it before reading a body.
+  // Only the length word: predrop rejects it before reading a body, and, as the server, only logs it.
   ASSERT_TRUE(c.send(msg::u32(GetParam())));
-  expect_error_then_close(c, "08P01");
+  expect_silent_close(c);
   expect_serves_normal_session(proxy_, "after startup length " + std::to_string(GetParam()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Lengths, BadStartupLength, ::testing::Values(0u, 4u, 7u, 10001u, 0x7fffffffu));
+INSTANTIATE_TEST_SUITE_P(Lengths, BadStartupLength, ::testing::Values(0u, 4u, 7u, 10005u, 0x7fffffffu));
 
 class UnknownProtocol : public BadInput, public ::testing::WithParamInterface<uint32_t> {};
 
@@ -95,7 +97,8 @@ TEST_P(UnknownProtocol, Is0A000) {
   expect_serves_normal_session(proxy_, "after protocol " + std::to_string(GetParam() >> 16));
 }
 
-INSTANTIATE_TEST_SUITE_P(Versions, UnknownProtocol, ::testing::Values(2u << 16, 4u << 16, 1u << 16, 0xffffu << 16));
+// Below 3 the server answers in protocol 2's format, which the table test compares.
+INSTANTIATE_TEST_SUITE_P(Versions, UnknownProtocol, ::testing::Values(4u << 16, 0xffffu << 16));
 
 TEST_F(BadInput, StartupWithoutTerminatorIs08P01) {
   RawConn c = proxy_.connect();
@@ -148,13 +151,14 @@ TEST_F(BadInput, SslRequestAnsweredNWithoutTls) {
 
 std::string workfile(const std::string& name) { return env().workdir + "/" + per_process("ptest") + "." + name; }
 
-TEST(BadInputConfigured, StartupTimeoutIs08P01) {
+// As the server after authentication_timeout: the connection closes, nothing is sent.
+TEST(BadInputConfigured, StartupTimeoutClosesWithoutAWord) {
   PredropProcess p;
   PTEST_START(p, PredropOptions::with_config("limits:\n  startup_timeout_ms: 500\n"));
   RawConn c = p.connect();
   auto t0 = Clock::now();
   ASSERT_TRUE(c.send(msg::u32(100).substr(0, 3)));   // 3 of the 4 length bytes, then nothing
-  expect_error_then_close(c, "08P01", 5000ms);
+  expect_silent_close(c, 5000ms);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
   EXPECT_GE(ms, 400) << "closed long before limits.startup_timeout_ms";
   EXPECT_LT(ms, 5000) << "startup timeout of 500 ms took " << ms << " ms";
@@ -162,7 +166,7 @@ TEST(BadInputConfigured, StartupTimeoutIs08P01) {
   // Also a complete length word and a partial body.
   RawConn d = p.connect();
   ASSERT_TRUE(d.send(msg::startup(default_params()).substr(0, 12)));
-  expect_error_then_close(d, "08P01", 5000ms);
+  expect_silent_close(d, 5000ms);
   expect_serves_normal_session(p, "after startup timeouts");
   PTEST_EXPECT_ALIVE(p);
 }
@@ -229,6 +233,10 @@ TEST_F(BadInputTls, SslRequestWithTrailingBytesIs08P01) {
   RawConn c = proxy_.connect();
   // One write: the SSLRequest and a plaintext StartupMessage right behind it (CVE-2021-23214 class).
   ASSERT_TRUE(c.send(msg::ssl_request() + msg::startup(default_params("ptest-ssl-inject"))));
+  // The server's order: its answer to the SSLRequest, then the error, in plaintext.
+  auto b = c.read_byte();
+  ASSERT_TRUE(b.has_value()) << "no answer to the SSLRequest";
+  EXPECT_EQ(*b, 'S');
   expect_error_then_close(c, "08P01");
   expect_serves_normal_session(proxy_, "after SSLRequest with trailing bytes");
 }

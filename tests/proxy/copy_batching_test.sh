@@ -36,9 +36,9 @@ tl_expect "a 100-row COPY OUT relayed whole" 100 "$(wc -l <"$TL_WORK/small.out")
 tl_expect "a small COPY OUT is not batched" "$out0" "$(batched server_to_client)"
 
 # A large COPY OUT, direct and through predrop, then quick statements in the same session. The
-# server pauses 5 ms every 5,000 rows (~420 KB), so the relay surely drains the socket and waits in
+# server pauses 50 ms every 5,000 rows (~420 KB), so the relay surely drains the socket and waits in
 # the middle of the COPY, where batching starts, however loaded the machine.
-copy_out="COPY (SELECT s.*, CASE WHEN g % 5000 = 0 THEN pg_sleep(0.005) IS NULL END FROM src s ORDER BY g) TO STDOUT"
+copy_out="COPY (SELECT s.*, CASE WHEN g % 5000 = 0 THEN pg_sleep(0.05) IS NULL END FROM src s ORDER BY g) TO STDOUT"
 for target in direct:$PGPORT predrop:$PREDROP_PORT; do
   name=${target%%:*} port=${target#*:}
   if via "$port" -At -c "$copy_out" -c "SELECT 'after-copy-1'" -c "SELECT count(*) FROM src" \

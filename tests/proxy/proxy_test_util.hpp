@@ -137,6 +137,13 @@ inline void expect_error_then_close(RawConn& c, const std::string& sqlstate, Ms 
   EXPECT_TRUE(c.wait_closed(timeout)) << "connection still open after the FATAL error";
 }
 
+// Expects the connection closed with nothing sent: the server's answer to a startup it only logs.
+inline void expect_silent_close(RawConn& c, Ms timeout = 5000ms) {
+  auto m = c.read_message(timeout);
+  EXPECT_FALSE(m.has_value()) << "expected the connection closed without a word, got " << m->describe();
+  EXPECT_TRUE(c.eof()) << "connection still open: " << c.last_error();
+}
+
 // A fresh, normal session through predrop works: startup, SELECT, Terminate.
 inline void expect_serves_normal_session(PredropProcess& p, const std::string& context) {
   RawConn c;

@@ -155,7 +155,7 @@ TEST(Logging, HostileStartupParametersCannotForgeOrBreakLogLines) {
 
 struct FloodCounts {
   std::atomic<int> connect_failed{0}, closed{0}, reset{0};
-  std::atomic<int> garbage_answered{0}, garbage_unanswered{0};
+  std::atomic<int> garbage_answered{0}, garbage_silent{0}, garbage_unanswered{0};
   std::atomic<int> full_ok{0}, full_53300{0}, full_other{0};
   std::mutex mu;
   std::map<std::string, int> garbage_codes;
@@ -174,7 +174,9 @@ Attempt attempt_for(int i) {
     case 12: case 13: case 14: case 15: case 16: case 17: case 18: case 19: case 20: case 21: return Attempt::reset;
     case 22: case 23: return Attempt::garbage_length;
     case 24: case 25: return Attempt::garbage_http;
-    case 26: case 27: return Attempt::garbage_protocol;
+    // An unknown protocol goes to the server, whose answer predrop relays: each costs the server a
+    // backend (about 15 ms of its time here, as it would direct), so 50 of them, not 500.
+    case 26: case 27: return (i / 40) % 10 == 0 ? Attempt::garbage_protocol : Attempt::garbage_http;
     case 39: return Attempt::full;
     default: return Attempt::stall;   // 28..38
   }
@@ -192,7 +194,11 @@ TEST(Flood, TenThousandAttemptsLeaveExistingSessionsResponsive) {
   std::cout << "ulimit -n " << nofile.rlim_cur << "\n";
   ASSERT_GE(nofile.rlim_cur, 8000u) << "the flood needs ~4,000 descriptors per side";
 
-  const int kMaxClients = 300, kStartupTimeoutMs = 1000;
+  // Stalled startups make up 11 attempts in 40 and each holds a client slot until the startup
+  // timeout: at the ~650 attempts/s an ASan build manages on 2 busy cores, a 1 s timeout kept at
+  // most ~180 open and never reached the limit. With 4 s, ~700 would be open at that rate, so the
+  // limit is reached however slow the build.
+  const int kMaxClients = 300, kStartupTimeoutMs = 4000;
   PredropProcess p;
   PTEST_START(p, PredropOptions::with_config("limits:\n  max_clients: " + std::to_string(kMaxClients) +
                                              "\n  startup_timeout_ms: " + std::to_string(kStartupTimeoutMs) + "\n"));
@@ -269,7 +275,9 @@ TEST(Flood, TenThousandAttemptsLeaveExistingSessionsResponsive) {
             std::string bytes = kind == Attempt::garbage_length ? msg::u32(2) + "junk"
                                 : kind == Attempt::garbage_http ? std::string("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
                                                                 : msg::u32(16) + msg::u32(0x00090009) + std::string("user\0x\0\0", 8);
-            const std::string want = kind == Attempt::garbage_protocol ? "0A000" : "08P01";
+            // A bad length the server only logs: the connection closes without a word. An unknown
+            // protocol it answers with 0A000, relayed from it.
+            const bool want_silent = kind != Attempt::garbage_protocol;
             c.send(bytes);
             auto m = c.read_message(10000ms);
             if (m && m->type == 'E') {
@@ -277,11 +285,14 @@ TEST(Flood, TenThousandAttemptsLeaveExistingSessionsResponsive) {
               n.garbage_answered.fetch_add(1);
               std::lock_guard lk(n.mu);
               ++n.garbage_codes[e.sqlstate];
-              if (e.sqlstate != want && n.unexpected.size() < 10)
-                n.unexpected.push_back("garbage answered " + e.sqlstate + " (want " + want + "): " + e.message);
+              // Past limits.max_clients, predrop's 53300 comes first (the server is not asked).
+              if ((want_silent || (e.sqlstate != "0A000" && e.sqlstate != "53300")) && n.unexpected.size() < 10)
+                n.unexpected.push_back("garbage answered " + e.sqlstate + ": " + e.message);
+            } else if (!m && c.eof() && want_silent) {
+              n.garbage_silent.fetch_add(1);
             } else {
               n.garbage_unanswered.fetch_add(1);
-              n.note("garbage not answered: " + (m ? m->describe() : c.eof() ? "closed" : "timeout"));
+              n.note("garbage: " + (m ? m->describe() : c.eof() ? "closed without an answer" : "timeout"));
             }
             c.close();
             break;
@@ -314,11 +325,12 @@ TEST(Flood, TenThousandAttemptsLeaveExistingSessionsResponsive) {
   for (auto& t : flooders) t.join();
   const double flood_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  // Every stalled startup is ended by predrop with 08P01 once limits.startup_timeout_ms has passed.
-  int stall_08p01 = 0, stall_other = 0;
+  // Every stalled startup is closed by predrop, without a word as the server does, once
+  // limits.startup_timeout_ms has passed.
+  int stall_closed = 0, stall_other = 0;
   for (auto& c : stalled) {
     auto m = c.read_message(std::chrono::milliseconds(kStartupTimeoutMs + 10000));
-    if (m && m->type == 'E' && parse_error(*m).sqlstate == "08P01") ++stall_08p01;
+    if (!m && c.eof()) ++stall_closed;
     else {
       ++stall_other;
       n.note("stalled startup: " + (m ? m->describe() : c.eof() ? "closed without error" : "no answer"));
@@ -333,13 +345,14 @@ TEST(Flood, TenThousandAttemptsLeaveExistingSessionsResponsive) {
   for (auto deadline = Clock::now() + 15s; fd1 > fd0 && Clock::now() < deadline; fd1 = p.fd_count())
     std::this_thread::sleep_for(100ms);
 
-  const int garbage_total = n.garbage_answered + n.garbage_unanswered;
+  const int garbage_total = n.garbage_answered + n.garbage_silent + n.garbage_unanswered;
   std::cout << "flood: " << kAttempts << " attempts in " << flood_s << " s (" << kAttempts / flood_s << "/s), " << kThreads
             << " threads\n"
             << "  connect failed " << n.connect_failed << ", connect+close " << n.closed << ", connect+RST " << n.reset
-            << "\n  garbage " << garbage_total << " (answered " << n.garbage_answered << ":";
+            << "\n  garbage " << garbage_total << " (closed without a word " << n.garbage_silent << ", answered "
+            << n.garbage_answered << ":";
   for (auto& [code, count] : n.garbage_codes) std::cout << " " << code << "=" << count;
-  std::cout << ")\n  stalled " << stalled.size() << " (08P01 " << stall_08p01 << ", other " << stall_other << ")"
+  std::cout << ")\n  stalled " << stalled.size() << " (closed " << stall_closed << ", other " << stall_other << ")"
             << "\n  full startups: ok " << n.full_ok << ", 53300 " << n.full_53300 << ", other " << n.full_other
             << "\n  existing sessions: " << queries << " queries, " << query_failures << " failed, max latency "
             << max_latency_us / 1000.0 << " ms\n  predrop fds " << fd0 << " -> peak " << peak_fds << " -> " << fd1 << "\n";
@@ -348,10 +361,13 @@ TEST(Flood, TenThousandAttemptsLeaveExistingSessionsResponsive) {
   EXPECT_EQ(query_failures.load(), 0) << first_query_failure;
   EXPECT_GT(queries.load(), kSessions) << "the existing sessions barely ran";
   EXPECT_EQ(n.garbage_unanswered.load(), 0);
-  EXPECT_EQ(n.garbage_codes["08P01"] + n.garbage_codes["0A000"], garbage_total) << "garbage answered with another SQLSTATE";
+  EXPECT_GT(n.garbage_silent.load(), 0);
+  EXPECT_EQ(n.garbage_codes["0A000"] + n.garbage_codes["53300"], n.garbage_answered.load())
+      << "garbage answered with another SQLSTATE";
+  EXPECT_GT(n.garbage_answered.load(), 0);
   EXPECT_TRUE(n.unexpected.empty()) << n.unexpected.size() << " unexpected answers (listed above)";
   EXPECT_EQ(stall_other, 0);
-  EXPECT_GT(stall_08p01, 0);
+  EXPECT_GT(stall_closed, 0);
   EXPECT_EQ(n.full_other.load(), 0);
   EXPECT_GT(n.full_53300.load(), 0) << "limits.max_clients=" << kMaxClients << " never answered 53300 with "
                                     << stalled.size() << " stalled startups open";
