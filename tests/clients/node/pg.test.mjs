@@ -221,3 +221,26 @@ test('transcripts identical direct vs through predrop', { skip }, () => {
   assert.ok(transcripts.direct && transcripts.predrop, 'both runs completed');
   assert.deepEqual(transcripts.predrop.lines, transcripts.direct.lines);
 });
+
+// node-postgres's own client/quick-disconnect-tests.js, 20 times: connect, then end at once. The
+// Terminate often leaves before the startup packet; the server reads it as a bad length and closes
+// without a word, so the client ends quietly. An ErrorResponse from predrop there made 16 of 20 throw.
+async function quickDisconnects(port, runs) {
+  const failures = [];
+  for (let i = 0; i < runs; i++) {
+    const c = new pg.Client({ host: HOST, port, user: USER, database: DB });
+    c.on('error', (e) => failures.push(`error event: ${e.message}`));
+    // As the original: neither call is waited on (connect's promise may never settle once ended).
+    c.connect().catch((e) => failures.push(`connect: ${e.message}`));
+    const ended = c.end().catch((e) => failures.push(`end: ${e.message}`));
+    await Promise.race([ended, new Promise((r) => setTimeout(r, 2000))]);
+  }
+  await new Promise((r) => setTimeout(r, 300));   // late 'error' events
+  return failures;
+}
+
+test('quick disconnects: as many fail through predrop as direct (none)', { skip }, async () => {
+  const direct = await quickDisconnects(DIRECT_PORT, 20);
+  const via = await quickDisconnects(predrop.port, 20);
+  assert.deepEqual(via, direct);
+});
