@@ -77,7 +77,7 @@ def main():
             rss[f[1]][int(f[2])] = (num(f[3]), num(f[4]))
 
     if pg:
-        print("pgbench (median of repetitions; tps without initial connection time, latency average in ms)\n")
+        print("pgbench (median of repetitions; tps and latency of the steady state: each run after its warm-up seconds)\n")
         rows = []
         for cell in order:
             by_run = [ratio(a[0], b[0]) for a, b in zip(pg[cell]["predrop"], pg[cell]["pgbouncer"])]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The measurements of `make bench` (scripts/bench.sh starts the cluster, pgbouncer and predrop and
 # then calls this). Side by side, direct / pgbouncer / predrop, on 127.0.0.1 TCP:
-#   1. pgbench -S for 'BENCH_CLIENTS' x 'BENCH_MODES', BENCH_SECONDS each (-j 2; -j 1 for -c 1),
-#      with the proxies' CPU per transaction from /proc/PID/stat
+#   1. pgbench -S for 'BENCH_CLIENTS' x 'BENCH_MODES', BENCH_SECONDS each counted after
+#      BENCH_CELL_WARMUP seconds of the same run (-j 2; -j 1 for -c 1), with the proxies' CPU per
+#      transaction from /proc/PID/stat over the counted seconds
 #   2. COPY OUT and COPY IN of ~BENCH_COPY_MB MB (unlogged tables), wall time with date +%s.%N, and
 #      the proxies' CPU time per COPY
 #   3. RSS of a fresh predrop and a fresh pgbouncer holding BENCH_IDLE_STEPS idle clients; per client is
@@ -12,7 +13,7 @@
 # No assertions on timings: a failed transaction or a wrong row count is reported, not judged.
 #
 # Environment (set by scripts/bench.sh): PGHOST PGPORT (direct), PGB_PORT PGB_PID, PREDROP_PORT
-# PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CLIENTS ("1 16 64"),
+# PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CELL_WARMUP (10 + clients/2), BENCH_CLIENTS ("1 16 64"),
 # BENCH_MODES ("simple prepared"), BENCH_REPS (7), BENCH_SCALE (10), BENCH_WARMUP (5),
 # BENCH_COPY_MB (150), BENCH_COPY_REPS (15), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
 # pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
@@ -64,18 +65,29 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
   for rep in $(seq 1 "$REPS"); do
     for c in $CLIENTS; do
       j=2; [ "$c" -eq 1 ] && j=1
+      # 64 fresh backends took 30 s to reach their steady rate here, 16 about 10 s.
+      CELL_WARMUP=${BENCH_CELL_WARMUP:-$(( 10 + c / 2 ))}
       for mode in $MODES; do
         cell="-S c=$c $mode"
         for target in $(targets_rotated); do
           out=$BENCH_WORK/pgbench.$c.$mode.$target.$rep.log
           pid=${PID[$target]}
+          # Only the steady state counts: pgbench's per-second progress after CELL_WARMUP seconds,
+          # and the proxy's CPU over the same stretch. A fresh backend spends its first seconds
+          # faulting in shared buffers (direct at c=16 went from 8.8k to 26k tps over 20 s here),
+          # while PgBouncer's session pool hands each run the warm backends of the run before: the
+          # whole run compared warm backends behind PgBouncer with cold ones behind predrop and direct.
+          pgbench -h 127.0.0.1 -p "${PORT[$target]}" -n -S -M "$mode" -c "$c" -j "$j" -P 1 \
+            -T "$(( CELL_WARMUP + SECONDS_PER_RUN ))" postgres >"$out" 2>&1 &
+          bench_pid=$!
+          sleep "$CELL_WARMUP"
           t0=$(cpu_ticks "$pid")
-          pgbench -h 127.0.0.1 -p "${PORT[$target]}" -n -S -M "$mode" -c "$c" -j "$j" -T "$SECONDS_PER_RUN" postgres >"$out" 2>&1 || true
+          wait "$bench_pid" || true
           t1=$(cpu_ticks "$pid")
-          tps=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)/\1/p' "$out")
-          lat=$(sed -nE 's/^latency average = ([0-9.]+) ms/\1/p' "$out")
+          steady=$(awk -v w="$CELL_WARMUP" '/^progress: / { t = $2 + 0; if (t > w) { tx += $4; lat += $7; n++ } }
+            END { if (n) printf "%.1f %.3f %.0f", tx / n, lat / n, tx }' "$out")
+          read -r tps lat processed <<<"${steady:-}" || true
           failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' "$out")
-          processed=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' "$out")
           cpu=-
           if [ -n "$t0" ] && [ -n "$t1" ] && [ -n "$processed" ] && [ "$processed" -gt 0 ]; then
             cpu=$(awk -v a="$t0" -v b="$t1" -v n="$processed" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')
