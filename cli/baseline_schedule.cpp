@@ -88,8 +88,13 @@ std::shared_ptr<spdlog::logger> wait_for_logger(BaselineSchedule::State& st) {
   }
 }
 
+// A round is named by its start, in seconds since the epoch (the pass's log line says which).
+int64_t epoch_seconds(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
 void run_pass(BaselineSchedule::State& st, spdlog::logger& log, const std::shared_ptr<const policy::Config>& cfg,
-              const std::string& store, const std::string& db) {
+              const std::string& store, const std::string& db, int64_t round) {
   evidence::BaselineOptions o;
   o.target_conninfo = conninfo_with_dbname(cfg->capture_conninfo, db);
   o.store_conninfo = store;
@@ -109,11 +114,33 @@ void run_pass(BaselineSchedule::State& st, spdlog::logger& log, const std::share
   o.cancelled = [&st] { return st.stopping(); };
   try {
     auto r = evidence::run_baseline(o);
-    log.info("baseline of {}: {} tables, {} candidates, {} captured, {} skipped, {:.2f} s{}", r.database, r.tables,
-             r.candidates, r.captured, r.skipped, r.seconds, r.interrupted ? " (interrupted by shutdown)" : "");
+    log.info("baseline of {}: {} tables, {} candidates, {} captured, {} skipped, {:.2f} s, round {}{}", r.database,
+             r.tables, r.candidates, r.captured, r.skipped, r.seconds, round,
+             r.interrupted ? " (interrupted by shutdown)" : "");
     for (const auto& e : r.errors) log.warn("baseline of {}: batch failed: {}", r.database, e);
   } catch (const std::exception& e) {
     log.warn("baseline of {} failed: {}", db, e.what());
+  }
+}
+
+// Claims the round that starts at round_start, under the baseline lock (migrations/0005): false
+// when a serve claimed it, or a later one, already. A store not yet migrated that far, or a
+// capture role without the grant, leaves only the lock to keep rounds apart, as before.
+bool claim_round(evidence::PgSession& store, spdlog::logger& log, const std::string& store_table,
+                 Clock::time_point round_start) {
+  const int64_t epoch_s = epoch_seconds(round_start);
+  try {
+    auto r = store.exec(
+        "INSERT INTO predrop.schedule_rounds AS r (schedule, store_table, round_start)"
+        " VALUES ('baseline', $1, to_timestamp($2::bigint))"
+        " ON CONFLICT (schedule, store_table) DO UPDATE SET round_start = EXCLUDED.round_start, claimed_at = now()"
+        " WHERE r.round_start < EXCLUDED.round_start RETURNING 1",
+        capture::Params{store_table, std::to_string(epoch_s)});
+    return r.rows() > 0;
+  } catch (const std::exception& e) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] { log.warn("baseline: rounds are kept apart by the lock alone: {}", e.what()); });
+    return true;
   }
 }
 
@@ -131,9 +158,14 @@ void run_round(BaselineSchedule::State& st, spdlog::logger& log, Clock::time_poi
       log.debug("baseline: another predrop holds the baseline lock; skipping this round");
       return;
     }
+    if (!claim_round(lock, log, cfg->store_table, round_start)) {
+      log.debug("baseline: another predrop walked this round already; skipping it");
+      lock.exec("SELECT pg_advisory_unlock($1::int, hashtext($2))", key);
+      return;
+    }
     for (const auto& db : cfg->baseline_databases) {
       if (st.stopping()) break;
-      run_pass(st, log, cfg, store, db);
+      run_pass(st, log, cfg, store, db, epoch_seconds(round_start));
     }
     // Held to the middle of the round (at most a minute): a sidecar whose timer fires a little
     // late finds the lock still taken instead of walking the catalog a second time.

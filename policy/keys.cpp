@@ -223,19 +223,9 @@ std::vector<ConfigKey> build_config_keys() {
   return k;
 }
 
+// database, schema, table, user, application_name: a glob (* and ?). An empty one is refused: the
+// key left out is what means "any".
 RuleKey glob_key(std::string name, std::string Rule::*field) {
-  auto k = string_key<Rule>(std::move(name), [field](auto& r) -> auto& { return r.*field; }, sighup,
-                            [](std::string_view text) {
-                              std::string err = glob_syntax_error(text);
-                              return err.empty() ? err : "glob " + err;
-                            });
-  k.type = "a glob (* and ?)";
-  k.nullable = false;
-  return k;
-}
-
-// user, application_name: a glob; an empty one is refused (the key left out means anyone).
-RuleKey who_glob_key(std::string name, std::string Rule::*field) {
   auto k = string_key<Rule>(std::move(name), [field](auto& r) -> auto& { return r.*field; }, sighup,
                             [](std::string_view text) {
                               std::string err = glob_syntax_error(text);
@@ -305,8 +295,8 @@ std::vector<RuleKey> build_rule_keys() {
   k.push_back(glob_key("database", &Rule::database));
   k.push_back(glob_key("schema", &Rule::schema));
   k.push_back(glob_key("table", &Rule::table));
-  k.push_back(who_glob_key("user", &Rule::user));
-  k.push_back(who_glob_key("application_name", &Rule::application_name));
+  k.push_back(glob_key("user", &Rule::user));
+  k.push_back(glob_key("application_name", &Rule::application_name));
   k.push_back(client_addr_key());
   k.push_back(kinds_key());
   k.push_back(enum_key<Rule>("action", [](auto& r) -> auto& { return r.action; }, kActions, sighup));

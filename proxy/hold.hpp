@@ -1,6 +1,7 @@
 // The hold: a destructive statement waits, whole in the client's buffer, until every target's
 // snapshot is written, the capture fails, hold_timeout_ms passes, the client cancels it or leaves.
-// One hold at a time per session; it owns its timer, its policy snapshot and its ending.
+// One hold at a time per session; it owns its timer and its policy snapshot. Its ending runs in
+// Session::end_hold (proxy/hold.cpp), which writes the stand-in bytes and moves the buffers.
 #pragma once
 
 #include <boost/asio.hpp>

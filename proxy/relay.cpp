@@ -1,6 +1,9 @@
-// The relay: frames messages in both directions and forwards the bytes unchanged.
-// Only Query/Parse/Bind/Execute/Close from the client and a few small server messages are
-// looked at; everything else streams through in buffer-sized pieces.
+// The relay: frames messages in both directions and forwards them. Only Query/Parse/Bind/Execute/
+// Close from the client and a few small server messages are looked at; everything else streams
+// through in buffer-sized pieces. Bytes are changed in two places only: a held message is replaced
+// by the hold's stand-in (a refusal, a cancel, a quarantine's substitute) and the server's replies to
+// a stand-in are rewritten to what the original statement would have got; and SCRAM's -PLUS
+// mechanisms are struck from a plaintext client's authentication offer (strip_plus_).
 #include <spdlog/spdlog.h>
 
 #include <netinet/in.h>

@@ -80,6 +80,8 @@ void Session::start_direct_tls() {
                    self->client_addr_);
       return self->close("direct TLS without ALPN");
     }
+    // As after an SSLRequest answered 'S': neither negotiation may follow inside TLS.
+    self->ssl_done_ = self->gss_done_ = true;
     self->read_startup_length();
   });
 }

@@ -80,6 +80,33 @@ ErrorFields parse_error_fields(const char* body, size_t len) {
   return f;
 }
 
+namespace {
+// Removes msg[from, to) from a message and rewrites its length word; returns the new length.
+size_t cut_bytes(char* msg, size_t len, size_t from, size_t to) {
+  std::memmove(msg + from, msg + to, len - to);
+  len -= to - from;
+  write_u32(msg + 1, static_cast<uint32_t>(len - 1));
+  return len;
+}
+
+// The first field `code` of an ErrorResponse or NoticeResponse at or after `from`: [start, end)
+// covers its code byte, its value and the value's NUL. None in a malformed message.
+struct FieldSpan {
+  size_t start, end;
+};
+std::optional<FieldSpan> find_error_field(const char* msg, size_t len, char code, size_t from) {
+  if (len < kHeaderLen + 1 || (msg[0] != 'E' && msg[0] != 'N')) return std::nullopt;
+  for (size_t pos = from; pos < len && msg[pos] != '\0';) {
+    const void* nul = std::memchr(msg + pos + 1, '\0', len - pos - 1);
+    if (!nul) return std::nullopt;
+    size_t end = static_cast<size_t>(static_cast<const char*>(nul) - msg) + 1;
+    if (msg[pos] == code) return FieldSpan{pos, end};
+    pos = end;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 size_t strip_scram_plus(char* msg, size_t len) {
   static constexpr std::string_view kPlus = "SCRAM-SHA-256-PLUS";
   if (len < 9 || msg[0] != 'R' || read_u32(msg + 5) != 10) return len;
@@ -89,9 +116,7 @@ size_t strip_scram_plus(char* msg, size_t len) {
     if (!nul) return len;
     size_t n = static_cast<const char*>(nul) - (msg + pos);
     if (std::string_view(msg + pos, n) == kPlus) {
-      std::memmove(msg + pos, msg + pos + n + 1, len - (pos + n + 1));
-      len -= n + 1;
-      write_u32(msg + 1, static_cast<uint32_t>(len - 1));
+      len = cut_bytes(msg, len, pos, pos + n + 1);
       continue;
     }
     pos += n + 1;
@@ -100,56 +125,29 @@ size_t strip_scram_plus(char* msg, size_t len) {
 }
 
 size_t remove_error_field(char* msg, size_t len, char code) {
-  if (len < kHeaderLen + 1 || (msg[0] != 'E' && msg[0] != 'N')) return len;
-  size_t pos = kHeaderLen;
-  while (pos < len && msg[pos] != '\0') {
-    const void* nul = std::memchr(msg + pos + 1, '\0', len - pos - 1);
-    if (!nul) return len;
-    size_t field_end = static_cast<size_t>(static_cast<const char*>(nul) - msg) + 1;
-    if (msg[pos] == code) {
-      std::memmove(msg + pos, msg + field_end, len - field_end);
-      len -= field_end - pos;
-      write_u32(msg + 1, static_cast<uint32_t>(len - 1));
-      continue;
-    }
-    pos = field_end;
+  size_t from = kHeaderLen;
+  while (auto f = find_error_field(msg, len, code, from)) {
+    len = cut_bytes(msg, len, f->start, f->end);
+    from = f->start;   // the next field now starts where this one did
   }
   return len;
 }
 
 size_t remove_substitute_context(char* msg, size_t len, std::string_view statement) {
-  if (len < kHeaderLen + 1 || (msg[0] != 'E' && msg[0] != 'N')) return len;
-  size_t pos = kHeaderLen;
-  while (pos < len && msg[pos] != '\0') {
-    const void* nul = std::memchr(msg + pos + 1, '\0', len - pos - 1);
-    if (!nul) return len;
-    size_t field_end = static_cast<size_t>(static_cast<const char*>(nul) - msg) + 1;
-    if (msg[pos] != 'W') {
-      pos = field_end;
-      continue;
-    }
-    // The value is msg[pos+1, field_end-1). The server quotes the statement whole in its line
-    // ("SQL statement \"…\"", translated), and the DO's line follows it.
-    std::string_view value(msg + pos + 1, field_end - 1 - (pos + 1));
-    std::string quoted;
-    quoted.reserve(statement.size() + 3);
-    quoted.append("\"").append(statement).append("\"\n");
-    size_t at = value.rfind(quoted);
-    if (at == std::string_view::npos) return len;
-    size_t line = value.rfind('\n', at);
-    size_t keep = line == std::string_view::npos ? 0 : line;   // the newline before our line goes too
-    if (keep == 0) {
-      std::memmove(msg + pos, msg + field_end, len - field_end);
-      len -= field_end - pos;
-    } else {
-      size_t cut_from = pos + 1 + keep, cut_to = field_end - 1;   // keep the field's NUL
-      std::memmove(msg + cut_from, msg + cut_to, len - cut_to);
-      len -= cut_to - cut_from;
-    }
-    write_u32(msg + 1, static_cast<uint32_t>(len - 1));
-    return len;
-  }
-  return len;
+  auto f = find_error_field(msg, len, 'W', kHeaderLen);
+  if (!f) return len;
+  // The value is msg[start+1, end-1). The server quotes the statement whole in its line
+  // ("SQL statement \"…\"", translated), and the DO's line follows it.
+  std::string_view value(msg + f->start + 1, f->end - 1 - (f->start + 1));
+  std::string quoted;
+  quoted.reserve(statement.size() + 3);
+  quoted.append("\"").append(statement).append("\"\n");
+  size_t at = value.rfind(quoted);
+  if (at == std::string_view::npos) return len;
+  size_t line = value.rfind('\n', at);
+  if (line == std::string_view::npos || line == 0) return cut_bytes(msg, len, f->start, f->end);   // the whole field
+  // From the newline before our line to the end of the value; the field's NUL stays.
+  return cut_bytes(msg, len, f->start + 1 + line, f->end - 1);
 }
 
 std::string command_complete(std::string_view tag) {

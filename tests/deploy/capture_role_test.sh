@@ -104,6 +104,8 @@ must_ok "UPDATE predrop.drop_events as the capture role" \
   as "$role" "$store" -c "UPDATE predrop.drop_events SET drop_outcome = 'dropped', outcome_at = now() WHERE id = '$id'"
 must_ok "INSERT into the snapshot table as the capture role" as "$role" "$store" -c \
   "INSERT INTO predrop.schema_snapshots (schema_name, table_name, reason, actor, schema_hash) VALUES ('public', 't1', 'test', 'test', 'h')"
+must_ok "claim a baseline round in predrop.schedule_rounds as the capture role" as "$role" "$store" -c \
+  "INSERT INTO predrop.schedule_rounds AS r (schedule, store_table, round_start) VALUES ('baseline', 'predrop.schema_snapshots', now()) ON CONFLICT (schedule, store_table) DO UPDATE SET round_start = EXCLUDED.round_start WHERE r.round_start < EXCLUDED.round_start"
 must_ok "SELECT predrop.schema_migrations as the capture role" as "$role" "$store" -c "SELECT max(version) FROM predrop.schema_migrations"
 must_fail "DELETE on the store as the capture role" as "$role" "$store" -c "DELETE FROM predrop.drop_events"
 must_fail "TRUNCATE on the store as the capture role" as "$role" "$store" -c "TRUNCATE predrop.schema_snapshots"

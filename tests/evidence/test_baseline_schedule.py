@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import holdlib  # noqa: E402
 
 PAYLOAD_KEYS = {"id", "database", "schema", "table", "reason", "schema_hash", "pair_of", "captured_at"}
-LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.\d+ info baseline of (\S+): (\d+) tables, (\d+) candidates, "
-                  r"(\d+) captured")
+LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ info baseline of (\S+): (\d+) tables, (\d+) candidates, "
+                  r"(\d+) captured, \d+ skipped, [0-9.]+ s, round (\d+)")
 
 
 def run(h, *args):
@@ -76,14 +76,14 @@ def test_check_config(h):
             "check-config: interval_s without databases, and an exclude that is no schema.table", r.stderr)
 
 
-def rounds_by_second(logs):
-    """(second, database) -> how many of the logs ran that database's pass in that second."""
+def passes_by_round(logs):
+    """(round, database) -> how many of the logs ran that database's pass for that round."""
     seen = collections.Counter()
     for text in logs:
         for line in text.splitlines():
             m = LINE.match(line)
             if m:
-                seen[(m.group(1), m.group(2))] += 1
+                seen[(m.group(5), m.group(1))] += 1
     return seen
 
 
@@ -118,13 +118,19 @@ def test_serve(h):
     time.sleep(4)
 
     la, lb = pa.log_text(), pb.log_text()
-    seen = rounds_by_second([la, lb])
+    seen = passes_by_round([la, lb])
     twice = {k: v for k, v in seen.items() if v > 1}
-    h.check(len(seen) >= 6 and not twice, "every round's pass ran in exactly one serve (the advisory lock)",
+    h.check(len(seen) >= 6 and not twice,
+            "every round's pass ran in exactly one serve (the advisory lock and the round claimed in the store)",
             (len(seen), twice))
+    claimed = h.sq("SELECT extract(epoch FROM round_start)::bigint FROM predrop.schedule_rounds "
+                   "WHERE schedule = 'baseline' AND store_table = 'predrop.schema_snapshots'")
+    newest = max(int(r) for (r, _) in seen) if seen else None
+    h.check(claimed and int(claimed[0][0]) >= newest, "the store records the newest round walked", (claimed, newest))
     h.check(any(LINE.match(l) for l in la.splitlines()) or any(LINE.match(l) for l in lb.splitlines()),
             "pass lines logged")
-    skipped = la.count("another predrop holds the baseline lock") + lb.count("another predrop holds the baseline lock")
+    skipped = sum(log.count(why) for log in (la, lb)
+                  for why in ("another predrop holds the baseline lock", "another predrop walked this round already"))
     h.check(skipped >= 3, "the serve that lost a round logged the skip at debug", skipped)
     dbs = {db for (_, db) in seen}
     h.check(dbs == {h.db, h.store_db}, "both configured databases baselined", dbs)

@@ -138,7 +138,13 @@ TEST(Leak, ThreeThousandKilledSessionsReturnFdsAndMemory) {
   });
   Counters main;
   auto t0 = Clock::now();
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan the RSS bound is not checked (below) and LeakSanitizer finds a leaking path in 1,000
+  // sessions as surely as in 3,000: a third of the run, in the phase that is slowest.
+  const int kTotal = 1000, kBatch = 500;
+#else
   const int kTotal = 3000, kBatch = 500;
+#endif
   for (int b = 0; b < kTotal / kBatch; ++b) {
     run_batch(port, 1000 + b * kBatch, kBatch, kThreads, main);
     if (!p.running()) {
@@ -168,7 +174,7 @@ TEST(Leak, ThreeThousandKilledSessionsReturnFdsAndMemory) {
   EXPECT_LT(rss1 - rss0, 20 * 1024) << "VmRSS grew by " << (rss1 - rss0) << " kB";
 #endif
   EXPECT_EQ(left, 0) << "upstream backends of killed sessions still connected";
-  expect_serves_normal_session(p, "after 3000 killed sessions");
+  expect_serves_normal_session(p, "after " + std::to_string(kTotal) + " killed sessions");
   auto code = p.stop();
   ASSERT_TRUE(code.has_value()) << "predrop did not stop on SIGTERM";
   EXPECT_EQ(*code, 0);
