@@ -205,10 +205,15 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   for (const auto& t : result.tables) {
     metrics().count_snapshot(t.outcome);
     if (t.oid != 0 && (t.outcome == SnapshotOutcome::written || (substitute_ && t.outcome == SnapshotOutcome::deduplicated))) {
-      capture::PendingOutcome p{t.oid, t.snapshot_id, t.event_id, quarantine_schema_, quarantine_retention_s_,
-                                context_->application_name, context_->client_addr};
-      p.hold_ms = hold_ms;
-      p.hold_ms_on_snapshot = t.outcome == SnapshotOutcome::written;
+      capture::PendingOutcome p{t.oid,
+                                t.snapshot_id,
+                                t.event_id,
+                                quarantine_schema_,
+                                quarantine_retention_s_,
+                                context_->application_name,
+                                context_->client_addr,
+                                hold_ms,
+                                t.outcome == SnapshotOutcome::written};
       session_.pending_outcomes_.push_back(std::move(p));
     } else {
       unconfirmed.push_back(t);

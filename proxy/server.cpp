@@ -180,6 +180,10 @@ class Server {
     } else {
       spdlog::warn("no --capture/--store given: destructive statements are relayed without snapshots");
     }
+    // The admin endpoint is bound before the listeners: once a client's connect succeeds, predrop
+    // is up for good, never about to exit because the admin port is taken (a harness that probes
+    // the listen port saw it accept and then die).
+    if (cfg->admin) admin_ = std::make_unique<AdminServer>(ctx_, *cfg->admin);
     acceptors_ = open_listeners(loops_[0]->get_executor(), cfg->listen, "listen", asio::socket_base::max_listen_connections);
     std::string bound;
     for (auto& a : acceptors_) {
@@ -191,7 +195,6 @@ class Server {
   }
 
   int run() {
-    if (auto cfg = ctx_.config(); cfg->admin) admin_ = std::make_unique<AdminServer>(ctx_, *cfg->admin);
     if (retry_migration_) migrate_in_background(retry_migration_->first, retry_migration_->second);
     for (auto& a : acceptors_) accept(a);
     wait_signal();

@@ -78,6 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_startup_body(uint32_t len);
   void on_startup_packet(std::string packet);
   void answer_ssl_request();
+  void answer_negotiation(char answer);
   void handle_cancel_packet(const std::string& packet);
   void connect_upstream();
   void on_upstream_tcp(const boost::system::error_code& ec);

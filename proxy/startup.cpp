@@ -54,8 +54,7 @@ void Session::detect_direct_tls() {
     if (!self->ctx_.client_tls) {
       // PostgreSQL without SSL closes such a connection without a word: the client speaks TLS and
       // could not read a protocol error anyway.
-      metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);
-      spdlog::info("client {}: direct TLS connection, but predrop has no tls configured", self->client_addr_);
+      self->startup_protocol_error("direct TLS connection, but predrop has no tls configured");
       return self->close("direct TLS without tls configured");
     }
     self->start_direct_tls();
@@ -75,9 +74,7 @@ void Session::start_direct_tls() {
     unsigned int alpn_len = 0;
     SSL_get0_alpn_selected(self->client_.tls()->native_handle(), &alpn, &alpn_len);
     if (alpn_len == 0) {
-      metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);
-      spdlog::info("client {}: received direct SSL connection request without ALPN protocol negotiation extension",
-                   self->client_addr_);
+      self->startup_protocol_error("received direct SSL connection request without ALPN protocol negotiation extension");
       return self->close("direct TLS without ALPN");
     }
     // As after an SSLRequest answered 'S': neither negotiation may follow inside TLS.
@@ -129,6 +126,13 @@ void Session::startup_protocol_error(const std::string& what) {
   spdlog::warn("client {}: {}", client_addr_, what);
 }
 
+namespace {
+// The server's words for a protocol code it does not speak.
+std::string unsupported_protocol(uint32_t code) {
+  return "unsupported frontend protocol " + std::to_string(code >> 16) + "." + std::to_string(code & 0xFFFF);
+}
+}  // namespace
+
 void Session::on_startup_packet(std::string packet) {
   uint32_t code = wire::read_u32(packet.data() + 4);
   // The server's order: a cancel first, then each negotiation once (any length).
@@ -137,18 +141,13 @@ void Session::on_startup_packet(std::string packet) {
   if (code == wire::kGssEncRequestCode && !gss_done_) {
     // No GSSAPI encryption: 'N', and the client goes on with SSL or plaintext.
     gss_done_ = true;
-    auto n = std::make_shared<char>('N');
-    return client_.async_write(asio::buffer(n.get(), 1), [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
-      if (ec) return self->close("client left during startup");
-      self->read_startup_length();
-    });
+    return answer_negotiation('N');
   }
   if (code == wire::kSslRequestCode || code == wire::kGssEncRequestCode) {
     // A negotiation repeated: the server reads its code as a protocol version it does not know.
     // This answer is predrop's own (the server cannot be asked without repeating a negotiation it
     // never saw); its code and message are the server's.
-    return fail_startup("0A000", "unsupported frontend protocol " + std::to_string(code >> 16) + "." +
-                                     std::to_string(code & 0xFFFF) + ": server supports 3.0 to 3.0");
+    return fail_startup("0A000", unsupported_protocol(code) + ": server supports 3.0 to 3.0");
   }
   if (ctx_.draining.load()) return fail_startup("57P03", "predrop is shutting down");
   if (static_cast<int>(ctx_.registry.size()) > cfg_->limits.max_clients) {
@@ -159,10 +158,10 @@ void Session::on_startup_packet(std::string packet) {
   std::optional<wire::StartupParams> parsed;
   if ((code >> 16) == 3) parsed = wire::parse_startup(packet.data() + 4, packet.size() - 4);
   if (!parsed || parsed->get("user").empty()) {
-    startup_protocol_error((code >> 16) != 3 ? "unsupported frontend protocol " + std::to_string(code >> 16) + "." +
-                                                   std::to_string(code & 0xFFFF) + ": the server answers"
-                           : !parsed ? std::string("invalid startup packet layout: the server answers")
-                                     : std::string("no user name in the startup packet: the server answers"));
+    std::string why = (code >> 16) != 3 ? unsupported_protocol(code)
+                      : !parsed         ? "invalid startup packet layout"
+                                        : "no user name in the startup packet";
+    startup_protocol_error(why + ": the server answers");
     startup_packet_ = std::move(packet);
     server_answers_startup_ = true;
     return connect_upstream();
@@ -201,22 +200,22 @@ void Session::answer_ssl_request() {
   char answer = ctx_.client_tls && !client_.is_tls() ? 'S' : 'N';
   if (client_.socket().available(ec) > 0) {
     // The server gives its answer to the request, then this error.
-    metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);
+    metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);   // fail_startup logs it
     return fail_startup("08P01", "received unencrypted data after SSL request",
                         "This could be either a client-software bug or evidence of an attempted man-in-the-middle attack.",
                         std::string(1, answer));
   }
-  if (answer == 'N') {
-    auto n = std::make_shared<char>('N');
-    return client_.async_write(asio::buffer(n.get(), 1), [self = shared_from_this(), n](boost::system::error_code ec, size_t) {
-      if (ec) return self->close("client left during startup");
-      self->read_startup_length();
-    });
-  }
-  gss_done_ = true;   // as the server: no GSSENCRequest inside TLS
-  auto s = std::make_shared<char>('S');
-  client_.async_write(asio::buffer(s.get(), 1), [self = shared_from_this(), s](boost::system::error_code ec, size_t) {
+  if (answer == 'S') gss_done_ = true;   // as the server: no GSSENCRequest inside TLS
+  answer_negotiation(answer);
+}
+
+// The one-byte answer to an SSLRequest or GSSENCRequest; after 'S' the TLS handshake, then the
+// next packet either way.
+void Session::answer_negotiation(char answer) {
+  auto byte = std::make_shared<char>(answer);
+  client_.async_write(asio::buffer(byte.get(), 1), [self = shared_from_this(), byte](boost::system::error_code ec, size_t) {
     if (ec) return self->close("client left during startup");
+    if (*byte != 'S') return self->read_startup_length();
     auto& tls = self->client_.enable_tls(*self->ctx_.client_tls);
     tls.async_handshake(asio::ssl::stream_base::server, [self](boost::system::error_code ec) {
       if (ec) {
