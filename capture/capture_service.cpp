@@ -76,6 +76,7 @@ struct CaptureService::Impl {
         pipeline(io, cfg, capture_pool, store_pool, ledger, health, counters,
                  [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
         afters(io, cfg, pipeline, capture_pool, ledger, counters) {
+    store_pool.replan_as_tables_grow();
     thread = std::thread([this] { io.run(); });
   }
 

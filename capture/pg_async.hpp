@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,8 +48,11 @@ class PgConn : public std::enable_shared_from_this<PgConn> {
   void connect(const ConnectParams& params, DoneFn done);
   // One statement with text parameters (extended protocol, unnamed statement).
   void exec(const std::string& sql, const Params& params, DoneFn done);
-  // The same through a named prepared statement, prepared on this connection the first time.
+  // The same through a named prepared statement, prepared on this connection the first time (and
+  // again on replan_due's schedule once replan_as_tables_grow is on: see pg_async.cpp).
   void exec_prepared(const std::string& name, const std::string& sql, const Params& params, DoneFn done);
+  // For connections whose statements read tables that grow from empty (the store's).
+  void replan_as_tables_grow(bool on) { replans_ = on; }
 
   // Abandons whatever is running: asks the server to cancel it (on a short-lived helper thread,
   // because PQcancel blocks) and closes the connection. The pending callback is never called.
@@ -80,7 +83,12 @@ class PgConn : public std::enable_shared_from_this<PgConn> {
   DoneFn done_;
   PgResult pending_;           // the result to report once PQgetResult says the statement is over
   uint64_t generation_ = 0;    // bumped on finish/kill so stale wake-ups do nothing
-  std::set<std::string> prepared_;
+  std::map<std::string, uint64_t> prepared_;  // name -> executions since it was prepared
+  bool replans_ = false;
 };
+
+// Whether a statement executed this many times since its preparation is prepared again first:
+// after 16, 64, 256, 1,024 and 4,096 executions, then every 16,384.
+bool replan_due(uint64_t executions);
 
 }  // namespace predrop::capture

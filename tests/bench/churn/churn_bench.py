@@ -93,6 +93,19 @@ def run_pgbench(h, port, clients, script):
     return tps, note
 
 
+def settle(h, timeout=60):
+    """Waits until no predrop connection is running a statement: what a cell left queued (outcome
+    checks, absorbed afters) is that cell's cost, not the next cell's. Returns the seconds waited."""
+    t0 = time.monotonic()
+    quiet = 0
+    while quiet < 3 and time.monotonic() - t0 < timeout:
+        busy = h.q("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'predrop-%%' "
+                   "AND state = 'active' AND pid <> pg_backend_pid()", db="postgres")[0][0]
+        quiet = quiet + 1 if busy == 0 else 0
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
 def main():
     h, script = bench_hold("churn", SCRIPT)
     try:
@@ -130,7 +143,9 @@ def main():
                                 us = (t1 - t0) * 1e6 / hz / (v * SECONDS)
                                 cpu.setdefault(name, []).append(us)
                                 line += "  predrop CPU %5.0f us/cycle" % us
-                            time.sleep(0.3)
+                            waited = settle(h)
+                            if waited > 1:
+                                line += "  (its store work went on %.1f s after the run)" % waited
                             hs = [r[0] for r in h.sq(
                                 "SELECT hold_ms FROM predrop.drop_events WHERE occurred_at >= %s AND hold_ms IS NOT NULL "
                                 "AND statement_kind = 'drop_table'", (started,))]
