@@ -97,7 +97,7 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
 void AfterCapture::write_copies() {
   if (copies_.empty()) return;
   ledger_.exec([copies = std::move(copies_), this](const StoreSql& sql) {
-    return BatchQuery{"predrop_copy_after_v2", sql.copy_after, copy_after_params(copies, cfg_)};
+    return BatchQuery{"predrop_copy_after_v2", sql.copy_after, copy_after_params(copies, cfg_), Plan::follows_growth};
   }, "afters copied from befores");
   copies_.clear();
 }

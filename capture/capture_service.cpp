@@ -76,7 +76,6 @@ struct CaptureService::Impl {
         pipeline(io, cfg, capture_pool, store_pool, ledger, health, counters,
                  [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
         afters(io, cfg, pipeline, capture_pool, ledger, counters) {
-    store_pool.replan_as_tables_grow();
     thread = std::thread([this] { io.run(); });
   }
 
@@ -254,7 +253,8 @@ struct CaptureService::Impl {
                    if (std::any_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "quarantined"; }))
                      notify_quarantined();
                    ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
-                     return BatchQuery{"predrop_outcome_v2", s.outcome, outcome_params(pending, outcomes, quarantine_ids)};
+                     return BatchQuery{"predrop_outcome_v2", s.outcome, outcome_params(pending, outcomes, quarantine_ids),
+                                       Plan::follows_growth};
                    }, "outcome update");
                  });
     });
@@ -346,7 +346,7 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
         // A miss has no snapshot row: leave the snapshot table (perhaps the locked thing) alone.
         const std::string& q = snapshot_ids.empty() ? s.hold_events : s.hold;
         return BatchQuery{snapshot_ids.empty() ? "predrop_hold_events_v1" : "predrop_hold_v1", q,
-                          hold_params(snapshot_ids, event_ids, hold_ms)};
+                          hold_params(snapshot_ids, event_ids, hold_ms), Plan::follows_growth};
       }, "hold update");
     });
   });

@@ -34,6 +34,7 @@ struct BatchQuery {
   const char* name;  // prepared statement name; nullptr: run unprepared
   std::string sql;
   Params params;
+  Plan plan = Plan::kept;
 };
 
 

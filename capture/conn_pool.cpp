@@ -150,7 +150,6 @@ void ConnPool::open_for(Waiter w) {
   ++open_;
   ++opened_;
   auto conn = std::make_shared<PgConn>(io_, w.key);
-  conn->replan_as_tables_grow(replans_);
   // The waiter may be cancelled (its deadline passed) while the connection is opening; then
   // the fresh connection simply goes idle for the next request.
   uint64_t ticket = w.ticket;

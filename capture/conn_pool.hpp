@@ -36,9 +36,6 @@ class ConnPool {
   uint64_t acquire(const std::string& key, AcquireFn fn, bool background = false);
   // Forgets a waiting request (its callback will not run). No effect once it was served.
   void cancel(uint64_t ticket);
-  // Its connections prepare their statements again as the tables they read grow (the store's
-  // pool: capture/pg_async.cpp, replan_due). Catalog reads keep their plans.
-  void replan_as_tables_grow() { replans_ = true; }
   // Gives a connection back; reusable=false closes it (after an error or a kill).
   void release(Conn conn, bool reusable);
   void close_all();
@@ -49,7 +46,6 @@ class ConnPool {
   uint64_t opened() const { return opened_; }
 
  private:
-  bool replans_ = false;
   struct Waiter {
     uint64_t ticket;
     std::string key;

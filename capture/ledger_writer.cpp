@@ -47,7 +47,7 @@ void LedgerWriter::send(Statement st, bool retrying) {
         retry_next();
       }
     };
-    if (q.name) conn->exec_prepared(q.name, q.sql, q.params, std::move(on_done));
+    if (q.name) conn->exec_prepared(q.name, q.sql, q.params, std::move(on_done), q.plan);
     else conn->exec(q.sql, q.params, std::move(on_done));
   });
 }

@@ -35,6 +35,10 @@ struct PgResult {
 
 using Params = std::vector<std::optional<std::string>>;
 
+// A prepared statement's plan: kept for the connection's life, or made again as the tables the
+// statement joins grow (the store's background updates: capture/pg_async.cpp, replan_due).
+enum class Plan : uint8_t { kept, follows_growth };
+
 class PgConn : public std::enable_shared_from_this<PgConn> {
  public:
   using DoneFn = std::function<void(PgResult)>;
@@ -48,11 +52,10 @@ class PgConn : public std::enable_shared_from_this<PgConn> {
   void connect(const ConnectParams& params, DoneFn done);
   // One statement with text parameters (extended protocol, unnamed statement).
   void exec(const std::string& sql, const Params& params, DoneFn done);
-  // The same through a named prepared statement, prepared on this connection the first time (and
-  // again on replan_due's schedule once replan_as_tables_grow is on: see pg_async.cpp).
-  void exec_prepared(const std::string& name, const std::string& sql, const Params& params, DoneFn done);
-  // For connections whose statements read tables that grow from empty (the store's).
-  void replan_as_tables_grow(bool on) { replans_ = on; }
+  // The same through a named prepared statement, prepared on this connection the first time, and
+  // with Plan::follows_growth again on replan_due's schedule (see pg_async.cpp).
+  void exec_prepared(const std::string& name, const std::string& sql, const Params& params, DoneFn done,
+                     Plan plan = Plan::kept);
 
   // Abandons whatever is running: asks the server to cancel it (on a short-lived helper thread,
   // because PQcancel blocks) and closes the connection. The pending callback is never called.
@@ -84,7 +87,6 @@ class PgConn : public std::enable_shared_from_this<PgConn> {
   PgResult pending_;           // the result to report once PQgetResult says the statement is over
   uint64_t generation_ = 0;    // bumped on finish/kill so stale wake-ups do nothing
   std::map<std::string, uint64_t> prepared_;  // name -> executions since it was prepared
-  bool replans_ = false;
 };
 
 // Whether a statement executed this many times since its preparation is prepared again first:

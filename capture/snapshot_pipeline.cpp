@@ -142,7 +142,7 @@ void SnapshotPipeline::run(const JobPtr& job, const BatchQuery& q, std::function
     if (job->finished) return;
     next(std::move(r));
   };
-  if (q.name) job->conn->exec_prepared(q.name, q.sql, q.params, std::move(cb));
+  if (q.name) job->conn->exec_prepared(q.name, q.sql, q.params, std::move(cb), q.plan);
   else job->conn->exec(q.sql, q.params, std::move(cb));
 }
 

@@ -19,7 +19,7 @@ namespace {
 PgResult run(boost::asio::io_context& io, PgConn& conn, const char* name, const std::string& sql, const Params& params) {
   std::optional<PgResult> out;
   auto done = [&](PgResult r) { out = std::move(r); };
-  if (name) conn.exec_prepared(name, sql, params, done);
+  if (name) conn.exec_prepared(name, sql, params, done, Plan::follows_growth);
   else conn.exec(sql, params, done);
   while (!out) io.run_one();
   io.restart();
@@ -50,7 +50,6 @@ TEST(PgConnPrepared, PlanFollowsATableThatGrewUnanalysed) {
                      ") WITH (autovacuum_enabled = off)");
   boost::asio::io_context io;
   auto conn = std::make_shared<PgConn>(io, db.name());
-  conn->replan_as_tables_grow(true);
   std::optional<PgResult> connected;
   conn->connect(connect_params(base_conninfo(), db.name(), "pg_conn_test", ""), [&](PgResult r) { connected = std::move(r); });
   while (!connected) io.run_one();
