@@ -109,7 +109,7 @@ void run_pass(BaselineSchedule::State& st, spdlog::logger& log, const std::share
   o.actor = "predrop serve baseline";
   // The tables a DROP TABLE would be snapshotted for (kind 0; a quarantine snapshots too), less baseline.exclude.
   o.include = [cfg](const std::string& d, const std::string& schema, const std::string& table) {
-    return !cfg->baseline_excludes(schema, table) && cfg->decide(d, schema, table, 0).action != policy::Action::skip;
+    return !cfg->baseline_excludes(schema, table) && cfg->decide(d, schema, table, policy::DestroyKind::drop_table).action != policy::Action::skip;
   };
   o.cancelled = [&st] { return st.stopping(); };
   try {

@@ -224,7 +224,7 @@ void cmd_baseline(const Flags& f) {
   // with --schema every table of those schemas; baseline.exclude either way.
   o.include = [cfg, all = !f.schemas.empty()](const std::string& db, const std::string& schema, const std::string& table) {
     if (cfg->baseline_excludes(schema, table)) return false;
-    return all || cfg->decide(db, schema, table, 0).action != policy::Action::skip;
+    return all || cfg->decide(db, schema, table, policy::DestroyKind::drop_table).action != policy::Action::skip;
   };
   bool bar = f.c.format == "text" && isatty(STDERR_FILENO);
   if (bar)

@@ -14,11 +14,6 @@ namespace predrop::parser {
 
 namespace {
 
-constexpr std::string_view kKindNames[kDestroyKindCount] = {
-    "drop_table", "drop_schema", "drop_owned", "alter_table",
-    "truncate",   "drop_matview", "drop_view", "drop_foreign_table",
-};
-
 // Texts longer than this are classified but not cached: one huge INSERT … VALUES that happens
 // to contain a keyword must not pin megabytes in the cache.
 constexpr size_t kMaxCachedTextBytes = 64 * 1024;
@@ -27,12 +22,12 @@ constexpr size_t kMaxCachedTextBytes = 64 * 1024;
 
 std::string_view to_string(DestroyKind kind) {
   const auto i = static_cast<size_t>(kind);
-  return i < std::size(kKindNames) ? kKindNames[i] : std::string_view("unknown");
+  return i < kDestroyKindNames.size() ? kDestroyKindNames[i] : std::string_view("unknown");
 }
 
 std::optional<DestroyKind> destroy_kind_from_string(std::string_view name) {
   for (int i = 0; i < kDestroyKindCount; ++i)
-    if (kKindNames[i] == name) return static_cast<DestroyKind>(i);
+    if (kDestroyKindNames[static_cast<size_t>(i)] == name) return static_cast<DestroyKind>(i);
   return std::nullopt;
 }
 

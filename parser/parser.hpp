@@ -3,6 +3,7 @@
 // No sockets, no database, no policy. Thread-safe: libpg_query keeps its state per thread.
 #pragma once
 
+#include "parser/destroy_kind.hpp"
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,18 +13,6 @@
 
 namespace predrop::parser {
 
-// Each kind can be switched on or off by policy; names are the policy file's spelling.
-enum class DestroyKind : uint8_t {
-  drop_table,
-  drop_schema,        // DROP SCHEMA … CASCADE: every table in the schema
-  drop_owned,         // DROP OWNED BY: every table the roles own
-  alter_table,        // DROP COLUMN / ALTER COLUMN TYPE / RENAME COLUMN / RENAME TO
-  truncate,
-  drop_matview,
-  drop_view,
-  drop_foreign_table,
-};
-inline constexpr int kDestroyKindCount = 8;
 std::string_view to_string(DestroyKind kind);
 std::optional<DestroyKind> destroy_kind_from_string(std::string_view name);
 

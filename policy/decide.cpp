@@ -6,22 +6,14 @@
 
 namespace predrop::policy {
 
-namespace {
-// Must follow parser::DestroyKind's order: the index is the bit in Rule::kinds.
-constexpr std::array<std::string_view, kKindCount> kKindNames = {
-    "drop_table", "drop_schema", "drop_owned", "alter_table",
-    "truncate",   "drop_matview", "drop_view", "drop_foreign_table",
-};
-}  // namespace
-
 std::string_view kind_name(int kind) {
   if (kind < 0 || kind >= kKindCount) return {};
-  return kKindNames[static_cast<std::size_t>(kind)];
+  return parser::kDestroyKindNames[static_cast<std::size_t>(kind)];
 }
 
 std::optional<int> kind_from_name(std::string_view name) {
   for (int i = 0; i < kKindCount; ++i)
-    if (kKindNames[static_cast<std::size_t>(i)] == name) return i;
+    if (parser::kDestroyKindNames[static_cast<std::size_t>(i)] == name) return i;
   return std::nullopt;
 }
 
@@ -38,24 +30,24 @@ bool who_matches(const Rule& r, const Who& who) {
 }
 
 // A quarantine keeps tables whole; what other kinds destroy (rows, columns, views) can only be snapshotted.
-Action action_for_kind(Action action, int kind) {
+Action action_for_kind(Action action, DestroyKind kind) {
   if (action != Action::quarantine) return action;
-  return kind == 0 || kind == 1 ? Action::quarantine : Action::snapshot;
+  return kind == DestroyKind::drop_table || kind == DestroyKind::drop_schema ? Action::quarantine : Action::snapshot;
 }
 
 }  // namespace
 
 Decision Config::decide(std::string_view database, std::string_view schema, std::string_view table,
-                        int kind) const {
+                        DestroyKind kind) const {
   return decide(database, schema, table, kind, Who{});
 }
 
-Decision Config::decide(std::string_view database, std::string_view schema, std::string_view table, int kind,
+Decision Config::decide(std::string_view database, std::string_view schema, std::string_view table, DestroyKind kind,
                         const Who& who) const {
-  const bool kind_known = kind >= 0 && kind < 32;
+  const unsigned kind_bit = 1u << static_cast<unsigned>(kind);
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const Rule& r = rules[i];
-    if (!kind_known || (r.kinds & (1u << kind)) == 0) continue;
+    if ((r.kinds & kind_bit) == 0) continue;
     if (!detail::glob_match(r.database, database) || !detail::glob_match(r.schema, schema) ||
         !detail::glob_match(r.table, table) || !who_matches(r, who))
       continue;

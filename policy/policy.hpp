@@ -2,6 +2,7 @@
 // Knows nothing of sockets or SQL.
 #pragma once
 
+#include "parser/destroy_kind.hpp"
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,9 @@
 #include "policy/cidr.hpp"
 
 namespace predrop::policy {
+
+// What a rule decides for: the parser's vocabulary (a header; policy/ does not link the parser).
+using parser::DestroyKind;
 
 struct Endpoint {
   std::string host;
@@ -144,11 +148,11 @@ struct Config {
   std::vector<Rule> rules;         // first match wins
   Rule default_rule;               // when none matches
 
-  // kind is parser::DestroyKind as an index (policy does not depend on parser/).
-  Decision decide(std::string_view database, std::string_view schema, std::string_view table, int kind,
+  Decision decide(std::string_view database, std::string_view schema, std::string_view table, DestroyKind kind,
                   const Who& who) const;
   // With nobody known: rules that name a user, application_name or client_addr never match.
-  Decision decide(std::string_view database, std::string_view schema, std::string_view table, int kind) const;
+  Decision decide(std::string_view database, std::string_view schema, std::string_view table,
+                  DestroyKind kind) const;
   // Whether a baseline.exclude glob names the table.
   bool baseline_excludes(std::string_view schema, std::string_view table) const;
 };
@@ -182,7 +186,7 @@ std::string describe(const Config& config);
 std::string mask_conninfo(std::string_view conninfo);
 
 // The names rules use for parser::DestroyKind, in its order (index = bit in Rule::kinds).
-inline constexpr int kKindCount = 8;
+inline constexpr int kKindCount = parser::kDestroyKindCount;
 std::string_view kind_name(int kind);              // "" when out of range
 std::optional<int> kind_from_name(std::string_view name);
 

@@ -51,14 +51,14 @@ policy::Decision decide_relation(const policy::Config& cfg, const std::string& d
                                  const std::vector<std::string>& effective, std::string& schema_for_policy) {
   if (!relation.schema.empty() || kind == parser::DestroyKind::drop_schema) {
     schema_for_policy = relation.schema.empty() ? relation.name : relation.schema;
-    return cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind), who);
+    return cfg.decide(db, schema_for_policy, relation.name, kind, who);
   }
   // Unqualified: the table's schema is known only once capture resolves it, so the first
   // schema of the path that a rule names decides ("$user" rarely exists; public usually does).
   schema_for_policy = effective.empty() ? std::string() : effective.front();
-  policy::Decision decision = cfg.decide(db, schema_for_policy, relation.name, static_cast<int>(kind), who);
+  policy::Decision decision = cfg.decide(db, schema_for_policy, relation.name, kind, who);
   for (const auto& candidate : effective) {
-    auto d = cfg.decide(db, candidate, relation.name, static_cast<int>(kind), who);
+    auto d = cfg.decide(db, candidate, relation.name, kind, who);
     if (d.rule_index >= 0) {
       schema_for_policy = candidate;
       return d;

@@ -4,9 +4,9 @@
 namespace predrop::policy {
 namespace {
 
-const int kDropTable = *kind_from_name("drop_table");
-const int kTruncate = *kind_from_name("truncate");
-const int kAlterTable = *kind_from_name("alter_table");
+constexpr auto kDropTable = DestroyKind::drop_table;
+constexpr auto kTruncate = DestroyKind::truncate;
+constexpr auto kAlterTable = DestroyKind::alter_table;
 
 TEST(Glob, StarAndQuestionMark) {
   auto c = test::load_ok(R"(
@@ -68,7 +68,7 @@ rules:
   EXPECT_EQ(d.rule_index, -1);
   EXPECT_EQ(d.action, Action::snapshot);
   EXPECT_EQ(c->decide("d", "scratch", "t", kAlterTable).rule_index, 1);
-  EXPECT_EQ(c->decide("d", "scratch", "t", *kind_from_name("drop_view")).rule_index, -1);
+  EXPECT_EQ(c->decide("d", "scratch", "t", DestroyKind::drop_view).rule_index, -1);
 }
 
 TEST(Decide, DefaultRuleWhenNothingMatches) {

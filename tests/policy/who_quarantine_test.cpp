@@ -8,10 +8,10 @@ namespace {
 using test::load_errors;
 using test::load_ok;
 
-const int kDropTable = *kind_from_name("drop_table");
+constexpr auto kDropTable = DestroyKind::drop_table;
 const int kDropSchema = *kind_from_name("drop_schema");
-const int kTruncate = *kind_from_name("truncate");
-const int kAlterTable = *kind_from_name("alter_table");
+constexpr auto kTruncate = DestroyKind::truncate;
+constexpr auto kAlterTable = DestroyKind::alter_table;
 const int kDropView = *kind_from_name("drop_view");
 
 void expect_single(std::string_view yaml, int line, int column, const std::string& words) {
@@ -97,7 +97,7 @@ TEST(DecideQuarantine, OnlyDropTableAndDropSchemaAreQuarantined) {
   EXPECT_EQ(c->decide("d", "s", "s", kDropSchema).action, Action::quarantine);
   for (int kind = 0; kind < kKindCount; ++kind) {
     if (kind == kDropTable || kind == kDropSchema) continue;
-    auto d = c->decide("d", "s", "t", kind);
+    auto d = c->decide("d", "s", "t", static_cast<DestroyKind>(kind));
     EXPECT_EQ(d.action, Action::snapshot) << kind_name(kind);
     EXPECT_EQ(d.rule_index, 0) << kind_name(kind);              // the rule still decided, on_failure with it
     EXPECT_EQ(d.on_failure, OnFailure::closed) << kind_name(kind);
