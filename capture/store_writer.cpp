@@ -99,11 +99,8 @@ WITH i AS (
       ORDER BY s.captured_at LIMIT 1) b
    WHERE i.reason = 'post_create'
 ), w AS (
-  INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
-                       row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
-                       normalization_version, layout_profile, header_quality, is_truncated, database_name,
-                       table_oid, statement_kind, statement, session_user_name, application_name, client_addr,
-                       capture_ms, pair_of)
+  INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
+                       client_addr, capture_ms, pair_of)
   SELECT i.sid, i.schema_name, i.table_name,
          CASE WHEN sup.id IS NULL THEN i.resource_identity ELSE sup.resource_identity END,
          CASE WHEN sup.id IS NULL THEN i.version ELSE sup.version END, i.reason, $24,
@@ -127,12 +124,8 @@ WITH i AS (
    WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
   RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at, table_oid, database_name, reason
 ), n AS (
-  -- Delivered when the write commits; the payload's fields are a stable format (README).
-  SELECT pg_notify('predrop_snapshots',
-                   json_build_object('id', w.id, 'database', w.database_name, 'schema', w.schema_name,
-                                     'table', w.table_name, 'reason', w.reason, 'schema_hash', w.schema_hash,
-                                     'pair_of', w.pair_of, 'captured_at', w.captured_at)::text)
-    FROM w
+  -- Delivered when the write commits.
+  SELECT @NOTIFY@ FROM w
 ), e AS (
   INSERT INTO @EVENTS@ (id, outcome, snapshot_id, error, database_name, schema_name, table_name, table_oid,
                         statement_kind, statement, fingerprint, session_user_name, application_name, client_addr,
@@ -177,11 +170,8 @@ WITH r AS (
          @PAIR_OF:src.a_reason|src.a_hint|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at@
          AS pair_of FROM src
 ), w AS (
-  INSERT INTO @STORE@ (id, schema_name, table_name, resource_identity, version, reason, actor, column_count,
-                       row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
-                       normalization_version, layout_profile, header_quality, is_truncated, database_name,
-                       table_oid, statement_kind, statement, session_user_name, application_name, client_addr,
-                       capture_ms, pair_of)
+  INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
+                       client_addr, capture_ms, pair_of)
   SELECT src.a_id, src.schema_name, src.table_name, src.resource_identity, src.version, src.a_reason, $5,
          src.column_count, src.row_count_estimate, src.schema_hash, src.columns_profile, src.stats_available,
          jsonb_build_object('shape_from', src.id), src.parser_version, src.normalization_version,
@@ -191,11 +181,7 @@ WITH r AS (
    ORDER BY src.ord
   RETURNING id, database_name, schema_name, table_name, reason, schema_hash, pair_of, captured_at
 ), n AS (
-  SELECT pg_notify('predrop_snapshots',
-                   json_build_object('id', w.id, 'database', w.database_name, 'schema', w.schema_name,
-                                     'table', w.table_name, 'reason', w.reason, 'schema_hash', w.schema_hash,
-                                     'pair_of', w.pair_of, 'captured_at', w.captured_at)::text)
-    FROM w
+  SELECT @NOTIFY@ FROM w
 )
 SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM n)
 )SQL";
@@ -283,11 +269,22 @@ static void expand_pair_of(std::string& sql) {
   }
 }
 
+std::string snapshot_notify_sql(std::string_view row) {
+  std::string sql = R"SQL(pg_notify('predrop_snapshots',
+                   json_build_object('id', R.id, 'database', R.database_name, 'schema', R.schema_name,
+                                     'table', R.table_name, 'reason', R.reason, 'schema_hash', R.schema_hash,
+                                     'pair_of', R.pair_of, 'captured_at', R.captured_at)::text))SQL";
+  replace_all(sql, "R.", std::string(row) + ".");
+  return sql;
+}
+
 StoreSql build_store_sql(const std::string& store, const std::string& events) {
   StoreSql s{kWriteSql, kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql, kCopyAfterSql};
   expand_pair_of(s.write);
   expand_pair_of(s.copy_after);
   for (auto* sql : {&s.write, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after}) {
+    replace_all(*sql, "@SNAPSHOT_COLUMNS@", kSnapshotColumns);
+    replace_all(*sql, "@NOTIFY@", snapshot_notify_sql("w"));
     replace_all(*sql, "@STORE@", store);
     replace_all(*sql, "@EVENTS@", events);
   }

@@ -24,6 +24,17 @@ struct StoreSql {
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
 
+// The columns every snapshot row is written with, in the order each write lists them (a hold's
+// write, an absorbed after's copy, a baseline row: evidence/baseline.cpp).
+inline constexpr const char* kSnapshotColumns =
+    "schema_name, table_name, resource_identity, version, reason, actor, column_count, row_count_estimate, "
+    "schema_hash, columns_profile, stats_available, extra, parser_version, normalization_version, layout_profile, "
+    "header_quality, is_truncated, database_name, table_oid";
+// The NOTIFY predrop_snapshots of a written row, whose RETURNING (id, database_name, schema_name,
+// table_name, reason, schema_hash, pair_of, captured_at) is named `row`. Its payload is a stable
+// format (README, "The snapshot event stream").
+std::string snapshot_notify_sql(std::string_view row);
+
 // One row of a write: a captured table (captured != nullptr, no outcome yet) or a ledger-only row.
 struct WriteRow {
   std::string snapshot_id;  // generated; used only when a snapshot is written

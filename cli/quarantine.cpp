@@ -1,6 +1,7 @@
 #include "cli/quarantine.hpp"
 
 #include <ctime>
+#include <functional>
 #include <iostream>
 
 #include "capture/quarantine_sql.hpp"
@@ -73,6 +74,23 @@ std::vector<std::string> databases(const Context& c, const std::string& only) {
   std::vector<std::string> out;
   for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
   return out;
+}
+
+// Runs fn(database, session) on each database the command covers. A database it cannot connect to
+// is skipped with a warning, unless --database named it: then that is the command's error.
+void for_each_database(const Context& c, const std::string& only, const std::string& cmd, const std::string& skipped_as,
+                       const std::function<void(const std::string&, PgSession&)>& fn) {
+  for (const auto& dbname : databases(c, only)) {
+    std::unique_ptr<PgSession> db;
+    try {
+      db = std::make_unique<PgSession>(conninfo_with_dbname(c.capture, dbname), "predrop-quarantine");
+    } catch (const std::exception& e) {
+      if (!only.empty()) throw;
+      std::cerr << "predrop " << cmd << ": warning: database " << dbname << " " << skipped_as << ": " << e.what() << "\n";
+      continue;
+    }
+    fn(dbname, *db);
+  }
 }
 
 std::unique_ptr<PgSession> open_store(const std::string& cmd, const Context& c) {
@@ -296,16 +314,7 @@ void cmd_list(const QFlags& f) {
   auto ctx = context("quarantine list", f);
   json all = json::array();
   try {
-    for (const auto& dbname : databases(ctx, f.database)) {
-      std::unique_ptr<PgSession> dbp;
-      try {
-        dbp = std::make_unique<PgSession>(conninfo_with_dbname(ctx.capture, dbname), "predrop-quarantine");
-      } catch (const std::exception& e) {
-        if (!f.database.empty()) throw;
-        std::cerr << "predrop quarantine list: warning: database " << dbname << " not listed: " << e.what() << "\n";
-        continue;
-      }
-      PgSession& db = *dbp;
+    for_each_database(ctx, f.database, "quarantine list", "not listed", [&](const std::string& dbname, PgSession& db) {
       const int64_t now = server_now(db);
       for (const auto& h : list_held(db, dbname, ctx.qs.schema)) {
         all.push_back({{"database", dbname},
@@ -321,7 +330,7 @@ void cmd_list(const QFlags& f) {
                        {"partitions", h.detail.value("members", json::array()).size()},
                        {"dependents", h.detail.value("dependents", json::array()).size()}});
       }
-    }
+    });
   } catch (const CLI::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -348,16 +357,7 @@ void cmd_purge(const QFlags& f) {
   auto store = open_store("quarantine purge", ctx);
   int purged = 0, skipped = 0;
   try {
-    for (const auto& dbname : databases(ctx, f.database)) {
-      std::unique_ptr<PgSession> dbp;
-      try {
-        dbp = std::make_unique<PgSession>(conninfo_with_dbname(ctx.capture, dbname), "predrop-quarantine");
-      } catch (const std::exception& e) {
-        if (!f.database.empty()) throw;
-        std::cerr << "predrop quarantine purge: warning: database " << dbname << " not reached: " << e.what() << "\n";
-        continue;
-      }
-      PgSession& db = *dbp;
+    for_each_database(ctx, f.database, "quarantine purge", "not reached", [&](const std::string& dbname, PgSession& db) {
       const int64_t now = server_now(db);
       for (const auto& h : list_held(db, dbname, ctx.qs.schema)) {
         if (!f.id.empty() && h.id() != f.id) continue;
@@ -379,7 +379,7 @@ void cmd_purge(const QFlags& f) {
           }
         }
       }
-    }
+    });
   } catch (const CLI::Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 
+#include "capture/store_writer.hpp"
+
 namespace predrop::evidence {
 
 using namespace predrop::capture;
@@ -49,9 +51,7 @@ SELECT DISTINCT ON (s.schema_name, s.table_name) s.schema_name, s.table_name,
 // that committed.
 constexpr const char* kInsertSql = R"SQL(
 WITH ins AS (
-INSERT INTO @STORE@ (schema_name, table_name, resource_identity, version, reason, actor, column_count,
-                     row_count_estimate, schema_hash, columns_profile, stats_available, extra, parser_version,
-                     normalization_version, layout_profile, header_quality, is_truncated, database_name, table_oid)
+INSERT INTO @STORE@ (@SNAPSHOT_COLUMNS@)
 SELECT i.schema_name, i.table_name, i.resource_identity, i.version, 'baseline', $16, i.column_count,
        i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available, i.extra::jsonb,
        i.parser_version, i.normalization_version, i.layout_profile, i.header_quality, i.is_truncated, $17, i.table_oid
@@ -60,13 +60,9 @@ SELECT i.schema_name, i.table_name, i.resource_identity, i.version, 'baseline', 
        AS i(schema_name, table_name, resource_identity, version, column_count, row_count_estimate, schema_hash,
             columns_profile, stats_available, extra, parser_version, normalization_version, layout_profile,
             header_quality, is_truncated, table_oid)
-RETURNING id, database_name, schema_name, table_name, reason, schema_hash, captured_at
+RETURNING id, database_name, schema_name, table_name, reason, schema_hash, pair_of, captured_at
 )
-SELECT count(pg_notify('predrop_snapshots',
-                       json_build_object('id', id, 'database', database_name, 'schema', schema_name,
-                                         'table', table_name, 'reason', reason, 'schema_hash', schema_hash,
-                                         'pair_of', NULL, 'captured_at', captured_at)::text))
-  FROM ins
+SELECT count(@NOTIFY@) FROM ins
 )SQL";
 
 std::vector<std::string> names_of(const std::string& array_text) {
@@ -77,6 +73,8 @@ std::vector<std::string> names_of(const std::string& array_text) {
 }
 
 std::string replace_store(std::string sql, const std::string& store) {
+  for (size_t pos; (pos = sql.find("@SNAPSHOT_COLUMNS@")) != std::string::npos;) sql.replace(pos, 18, kSnapshotColumns);
+  for (size_t pos; (pos = sql.find("@NOTIFY@")) != std::string::npos;) sql.replace(pos, 8, snapshot_notify_sql("ins"));
   for (size_t pos; (pos = sql.find("@STORE@")) != std::string::npos;) sql.replace(pos, 7, store);
   return sql;
 }

@@ -93,11 +93,5 @@ TEST(Decide, EmptySchemaMatchesOnlyStar) {
   EXPECT_EQ(c->decide("d", "s", "t", kDropTable).rule_index, 0);
 }
 
-TEST(Decide, OutOfRangeKindFallsToDefault) {
-  auto c = test::load_ok("rules:\n  - {action: skip}\n");
-  EXPECT_EQ(c->decide("d", "s", "t", -1).rule_index, -1);
-  EXPECT_EQ(c->decide("d", "s", "t", 40).rule_index, -1);
-}
-
 }  // namespace
 }  // namespace predrop::policy

@@ -9,10 +9,10 @@ using test::load_errors;
 using test::load_ok;
 
 constexpr auto kDropTable = DestroyKind::drop_table;
-const int kDropSchema = *kind_from_name("drop_schema");
+constexpr auto kDropSchema = DestroyKind::drop_schema;
 constexpr auto kTruncate = DestroyKind::truncate;
 constexpr auto kAlterTable = DestroyKind::alter_table;
-const int kDropView = *kind_from_name("drop_view");
+constexpr auto kDropView = DestroyKind::drop_view;
 
 void expect_single(std::string_view yaml, int line, int column, const std::string& words) {
   auto errors = load_errors(yaml);
@@ -96,7 +96,7 @@ TEST(DecideQuarantine, OnlyDropTableAndDropSchemaAreQuarantined) {
   EXPECT_EQ(c->decide("d", "s", "t", kDropTable).action, Action::quarantine);
   EXPECT_EQ(c->decide("d", "s", "s", kDropSchema).action, Action::quarantine);
   for (int kind = 0; kind < kKindCount; ++kind) {
-    if (kind == kDropTable || kind == kDropSchema) continue;
+    if (static_cast<DestroyKind>(kind) == kDropTable || static_cast<DestroyKind>(kind) == kDropSchema) continue;
     auto d = c->decide("d", "s", "t", static_cast<DestroyKind>(kind));
     EXPECT_EQ(d.action, Action::snapshot) << kind_name(kind);
     EXPECT_EQ(d.rule_index, 0) << kind_name(kind);              // the rule still decided, on_failure with it
