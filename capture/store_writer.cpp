@@ -269,13 +269,17 @@ static void expand_pair_of(std::string& sql) {
   }
 }
 
-std::string snapshot_notify_sql(std::string_view row) {
-  std::string sql = R"SQL(pg_notify('predrop_snapshots',
-                   json_build_object('id', R.id, 'database', R.database_name, 'schema', R.schema_name,
-                                     'table', R.table_name, 'reason', R.reason, 'schema_hash', R.schema_hash,
-                                     'pair_of', R.pair_of, 'captured_at', R.captured_at)::text))SQL";
-  replace_all(sql, "R.", std::string(row) + ".");
-  return sql;
+void expand_snapshot_sql(std::string& sql, std::string_view row) {
+  replace_all(sql, "@SNAPSHOT_COLUMNS@",
+              "schema_name, table_name, resource_identity, version, reason, actor, column_count, row_count_estimate, "
+              "schema_hash, columns_profile, stats_available, extra, parser_version, normalization_version, "
+              "layout_profile, header_quality, is_truncated, database_name, table_oid");
+  const std::string r(row);
+  replace_all(sql, "@NOTIFY@",
+              "pg_notify('predrop_snapshots', json_build_object('id', " + r + ".id, 'database', " + r +
+                  ".database_name, 'schema', " + r + ".schema_name, 'table', " + r + ".table_name, 'reason', " + r +
+                  ".reason, 'schema_hash', " + r + ".schema_hash, 'pair_of', " + r + ".pair_of, 'captured_at', " +
+                  r + ".captured_at)::text)");
 }
 
 StoreSql build_store_sql(const std::string& store, const std::string& events) {
@@ -283,8 +287,7 @@ StoreSql build_store_sql(const std::string& store, const std::string& events) {
   expand_pair_of(s.write);
   expand_pair_of(s.copy_after);
   for (auto* sql : {&s.write, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after}) {
-    replace_all(*sql, "@SNAPSHOT_COLUMNS@", kSnapshotColumns);
-    replace_all(*sql, "@NOTIFY@", snapshot_notify_sql("w"));
+    expand_snapshot_sql(*sql, "w");
     replace_all(*sql, "@STORE@", store);
     replace_all(*sql, "@EVENTS@", events);
   }

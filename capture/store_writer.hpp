@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capture/capture.hpp"
@@ -24,16 +25,13 @@ struct StoreSql {
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
 
-// The columns every snapshot row is written with, in the order each write lists them (a hold's
-// write, an absorbed after's copy, a baseline row: evidence/baseline.cpp).
-inline constexpr const char* kSnapshotColumns =
-    "schema_name, table_name, resource_identity, version, reason, actor, column_count, row_count_estimate, "
-    "schema_hash, columns_profile, stats_available, extra, parser_version, normalization_version, layout_profile, "
-    "header_quality, is_truncated, database_name, table_oid";
-// The NOTIFY predrop_snapshots of a written row, whose RETURNING (id, database_name, schema_name,
-// table_name, reason, schema_hash, pair_of, captured_at) is named `row`. Its payload is a stable
-// format (README, "The snapshot event stream").
-std::string snapshot_notify_sql(std::string_view row);
+// What every statement that writes snapshot rows shares (a hold's write, an absorbed after's copy,
+// a baseline row: evidence/baseline.cpp), filled into its text: @SNAPSHOT_COLUMNS@ becomes the
+// columns every snapshot row is written with, in the order its SELECT gives them; @NOTIFY@ the
+// pg_notify('predrop_snapshots', …) of one written row, read from `row`, whose RETURNING has id,
+// database_name, schema_name, table_name, reason, schema_hash, pair_of and captured_at. The
+// payload is a stable format (README, "The snapshot event stream").
+void expand_snapshot_sql(std::string& sql, std::string_view row);
 
 // One row of a write: a captured table (captured != nullptr, no outcome yet) or a ledger-only row.
 struct WriteRow {

@@ -73,8 +73,7 @@ std::vector<std::string> names_of(const std::string& array_text) {
 }
 
 std::string replace_store(std::string sql, const std::string& store) {
-  for (size_t pos; (pos = sql.find("@SNAPSHOT_COLUMNS@")) != std::string::npos;) sql.replace(pos, 18, kSnapshotColumns);
-  for (size_t pos; (pos = sql.find("@NOTIFY@")) != std::string::npos;) sql.replace(pos, 8, snapshot_notify_sql("ins"));
+  expand_snapshot_sql(sql, "ins");
   for (size_t pos; (pos = sql.find("@STORE@")) != std::string::npos;) sql.replace(pos, 7, store);
   return sql;
 }

@@ -20,17 +20,6 @@ constexpr size_t kMaxCachedTextBytes = 64 * 1024;
 
 }  // namespace
 
-std::string_view to_string(DestroyKind kind) {
-  const auto i = static_cast<size_t>(kind);
-  return i < kDestroyKindNames.size() ? kDestroyKindNames[i] : std::string_view("unknown");
-}
-
-std::optional<DestroyKind> destroy_kind_from_string(std::string_view name) {
-  for (int i = 0; i < kDestroyKindCount; ++i)
-    if (kDestroyKindNames[static_cast<size_t>(i)] == name) return static_cast<DestroyKind>(i);
-  return std::nullopt;
-}
-
 bool Facts::destroys() const {
   for (const auto& s : statements)
     if (!s.targets.empty()) return true;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace predrop::parser {
@@ -27,5 +29,16 @@ inline constexpr std::array<std::string_view, kDestroyKindCount> kDestroyKindNam
     "drop_table", "drop_schema", "drop_owned", "alter_table",
     "truncate",   "drop_matview", "drop_view", "drop_foreign_table",
 };
+
+constexpr std::string_view to_string(DestroyKind kind) {
+  const auto i = static_cast<std::size_t>(kind);
+  return i < kDestroyKindNames.size() ? kDestroyKindNames[i] : std::string_view("unknown");
+}
+
+constexpr std::optional<DestroyKind> destroy_kind_from_string(std::string_view name) {
+  for (std::size_t i = 0; i < kDestroyKindNames.size(); ++i)
+    if (kDestroyKindNames[i] == name) return static_cast<DestroyKind>(i);
+  return std::nullopt;
+}
 
 }  // namespace predrop::parser

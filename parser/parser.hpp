@@ -3,7 +3,6 @@
 // No sockets, no database, no policy. Thread-safe: libpg_query keeps its state per thread.
 #pragma once
 
-#include "parser/destroy_kind.hpp"
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -11,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "parser/destroy_kind.hpp"
+
 namespace predrop::parser {
 
-std::string_view to_string(DestroyKind kind);
-std::optional<DestroyKind> destroy_kind_from_string(std::string_view name);
 
 // A name as the server would see it: unquoted identifiers already folded to lower case,
 // quoted ones kept exactly. schema is empty when the statement did not qualify the name.

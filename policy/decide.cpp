@@ -1,6 +1,4 @@
 // The rules: which destructive statements are held for a snapshot, and what happens if it fails.
-#include <array>
-
 #include "policy/glob.hpp"
 #include "policy/policy.hpp"
 
@@ -8,12 +6,11 @@ namespace predrop::policy {
 
 std::string_view kind_name(int kind) {
   if (kind < 0 || kind >= kKindCount) return {};
-  return parser::kDestroyKindNames[static_cast<std::size_t>(kind)];
+  return parser::to_string(static_cast<DestroyKind>(kind));
 }
 
 std::optional<int> kind_from_name(std::string_view name) {
-  for (int i = 0; i < kKindCount; ++i)
-    if (parser::kDestroyKindNames[static_cast<std::size_t>(i)] == name) return i;
+  if (auto kind = parser::destroy_kind_from_string(name)) return static_cast<int>(*kind);
   return std::nullopt;
 }
 

@@ -2,7 +2,6 @@
 // Knows nothing of sockets or SQL.
 #pragma once
 
-#include "parser/destroy_kind.hpp"
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -13,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "parser/destroy_kind.hpp"
 #include "policy/cidr.hpp"
 
 namespace predrop::policy {

@@ -3,6 +3,7 @@ and (holdlib's) a free loopback port. Importing it puts tests/hold on the path, 
 `import holdlib` next."""
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hold"))
 from holdlib import free_port  # noqa: E402,F401
@@ -33,6 +34,19 @@ def write_results(name):
     if os.environ.get("BENCH_WORK"):
         with open(os.path.join(os.environ["BENCH_WORK"], "%s-results.tsv" % name), "w") as f:
             f.write(out)
+
+
+def settle(h, timeout=60):
+    """Waits until no predrop connection is running a statement: what a run left queued (outcome
+    checks, absorbed afters) is that run's cost, not the next one's. Returns the seconds waited."""
+    t0 = time.monotonic()
+    quiet = 0
+    while quiet < 3 and time.monotonic() - t0 < timeout:
+        busy = h.q("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'predrop-%' "
+                   "AND state = 'active' AND pid <> pg_backend_pid()", db="postgres")[0][0]
+        quiet = quiet + 1 if busy == 0 else 0
+        time.sleep(0.1)
+    return time.monotonic() - t0
 
 
 def bench_hold(name, script):

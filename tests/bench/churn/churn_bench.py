@@ -33,7 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import pct, record, write_results, bench_hold  # noqa: E402
+from benchlib import pct, record, write_results, bench_hold, settle  # noqa: E402
 
 CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
 SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
@@ -91,19 +91,6 @@ def run_pgbench(h, port, clients, script):
     elif fails and fails.group(1) != "0":
         note = "  (failed transactions %s)" % fails.group(1)
     return tps, note
-
-
-def settle(h, timeout=60):
-    """Waits until no predrop connection is running a statement: what a cell left queued (outcome
-    checks, absorbed afters) is that cell's cost, not the next cell's. Returns the seconds waited."""
-    t0 = time.monotonic()
-    quiet = 0
-    while quiet < 3 and time.monotonic() - t0 < timeout:
-        busy = h.q("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'predrop-%%' "
-                   "AND state = 'active' AND pid <> pg_backend_pid()", db="postgres")[0][0]
-        quiet = quiet + 1 if busy == 0 else 0
-        time.sleep(0.1)
-    return time.monotonic() - t0
 
 
 def main():

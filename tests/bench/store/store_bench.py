@@ -6,8 +6,9 @@
    again after STORE_ROWS (default 1,000,000) snapshot rows and as many ledger rows were loaded
    into it (10,000 table names, 100 versions each, befores and paired afters), first with the
    loaded store never analysed, by the predrop that ran on the empty store (its statements were
-   prepared there: capture/pg_async.cpp, replan_due) and by a fresh one, then after ANALYZE. Printed: the DROP's latency at the client (pgbench -r), the hold's
-   p50/p99 from the ledger, and cycles per second.
+   prepared there: capture/pg_async.cpp, replan_due) and by a fresh one, then after ANALYZE.
+   Printed: the DROP's latency at the client (pgbench -r), the hold's p50/p99 from the ledger,
+   cycles per second, and how long predrop's background store work went on after the run.
 2. Bytes per snapshot: STORE_TABLES (default 200) analysed 20-column tables of 2,000 rows dropped
    through predrop; the snapshot rows' average size (pg_column_size of the row) and the table's
    growth with its indexes and TOAST, per snapshot (spec 023 SC-006: about 4 KB).
@@ -21,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import pct, record, write_results, bench_hold  # noqa: E402
+from benchlib import pct, record, write_results, bench_hold, settle  # noqa: E402
 
 SECONDS = int(os.environ.get("STORE_SECONDS", "8"))
 ROWS = int(os.environ.get("STORE_ROWS", "1000000"))
@@ -65,20 +66,24 @@ def churn(h, label, script, p=None):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tps = re.search(r"tps = ([0-9.]+)", r.stdout)
     drop = re.search(r"^\s+([0-9.]+)\s+\d+\s+DROP TABLE", r.stdout, re.M)
-    time.sleep(0.5)
+    # The background store work (outcomes, copied afters) that the run left behind: on a store its
+    # plans read whole, it runs on long after the client stopped.
+    lag = settle(h)
     holds = [x[0] for x in h.sq("SELECT hold_ms FROM predrop.drop_events WHERE occurred_at >= %s AND hold_ms IS NOT NULL "
                                 "AND table_name = 'store_churn'", (started,))]
     if own:
         h.stop_predrop(p)
     rows = h.sq("SELECT count(*) FROM predrop.schema_snapshots")[0][0]
-    print("  %-34s store %9d rows: %7.1f cycles/s, DROP %5s ms at the client, hold p50 %.2f ms p99 %.2f ms"
+    print("  %-34s store %9d rows: %7.1f cycles/s, DROP %5s ms at the client, hold p50 %.2f ms p99 %.2f ms, "
+          "store work done %.1f s after the run"
           % (label, rows, float(tps.group(1)) if tps else float("nan"), drop.group(1) if drop else "-",
-             pct(holds, 50), pct(holds, 99)))
+             pct(holds, 50), pct(holds, 99), lag))
     key = label.replace(" ", "_").replace(",", "")
     record("store", key + "_cycles_per_s", tps.group(1) if tps else "nan")
     record("store", key + "_drop_ms", drop.group(1) if drop else "nan")
     record("store", key + "_hold_p50_ms", "%.2f" % pct(holds, 50))
     record("store", key + "_hold_p99_ms", "%.2f" % pct(holds, 99))
+    record("store", key + "_store_lag_s", "%.1f" % lag)
 
 
 def bytes_per_snapshot(h):
