@@ -1,8 +1,10 @@
 #include "cli/quarantine.hpp"
 
+#include <cctype>
 #include <ctime>
 #include <functional>
 #include <iostream>
+#include <map>
 
 #include "capture/quarantine_sql.hpp"
 #include "capture/snapshot.hpp"
@@ -133,9 +135,12 @@ std::string database_of(PgSession& db) { return db.exec("SELECT current_database
 // ---- undrop ----
 
 struct Undrop {
+  Undrop(PgSession& session, const std::string& quarantine_schema) : db(session), qschema(quarantine_schema) {}
   PgSession& db;
   const std::string& qschema;
   json report = {{"restored", json::array()}, {"not_restored", json::array()}, {"dependents_recreated", json::array()}};
+  // The name a restored relation has now, by its OID, where it is not its name at the move.
+  std::map<int64_t, std::string> renamed_to;
 
   void not_restored(const std::string& kind, const std::string& name, const std::string& reason) {
     report["not_restored"].push_back({{"kind", kind}, {"name", name}, {"reason", reason}});
@@ -167,6 +172,38 @@ struct Undrop {
       }
     }
     set_comment(schema, name, rel.contains("comment") ? rel["comment"] : json());
+    if (schema != str(rel, "schema") || name != str(rel, "table"))
+      renamed_to[rel.value("oid", int64_t{0})] = q(schema) + "." + q(name);
+  }
+
+  // What the move detached from the tables (triggers, rules, foreign keys, checks, defaults,
+  // grants: capture/quarantine_sql.cpp), as definitions to run again, on the names the tables
+  // have now. A piece with no definition was cloned from a partition's parent and came back with
+  // the ATTACH.
+  json detached_to_recreate(const json& detached) const {
+    json out = json::array();
+    for (const auto& p : detached) {
+      if (!p.contains("definition") || !p["definition"].is_string()) continue;
+      std::string def = p["definition"].get<std::string>();
+      auto it = renamed_to.find(p.value("on_oid", int64_t{0}));
+      const std::string on = str(p, "on");
+      if (it != renamed_to.end() && !on.empty()) {
+        // The name as a whole word: public.sales, not the front of public.sales_archive.
+        auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '"' || c == '.'; };
+        for (size_t at = def.find(on); at != std::string::npos;) {
+          const size_t end = at + on.size();
+          if ((at == 0 || !word(def[at - 1])) && (end == def.size() || !word(def[end]))) {
+            def.replace(at, on.size(), it->second);
+            at = def.find(on, at + it->second.size());
+          } else {
+            at = def.find(on, at + 1);
+          }
+        }
+      }
+      out.push_back({{"kind", str(p, "kind")}, {"schema", it != renamed_to.end() ? it->second : on},
+                     {"name", str(p, "name")}, {"definition", def}});
+    }
+    return out;
   }
 
   // Runs sql in a savepoint; false (and the error in err) when it failed, the transaction intact.
@@ -258,13 +295,15 @@ void cmd_undrop(const QFlags& f) {
           u.report["attached_to"] = parent;
       }
       const json deps = d.value("dependents", json::array());
+      json again = u.detached_to_recreate(d.value("detached", json::array()));
       if (renamed) {
         for (const auto& dep : deps)
           u.not_restored(str(dep, "kind"), str(dep, "schema") + "." + str(dep, "name"),
                          "not recreated: the table is restored under another name; its definition: " + str(dep, "definition"));
       } else {
-        u.recreate_dependents(deps);
+        for (const auto& dep : deps) again.push_back(dep);
       }
+      u.recreate_dependents(again);
       db.run("COMMIT");
     } catch (const CLI::Error&) {
       throw;
@@ -328,7 +367,8 @@ void cmd_list(const QFlags& f) {
                        {"age_s", now - h.dropped_at},
                        {"expires_in_s", h.dropped_at + ctx.qs.retention_s - now},
                        {"partitions", h.detail.value("members", json::array()).size()},
-                       {"dependents", h.detail.value("dependents", json::array()).size()}});
+                       {"dependents", h.detail.value("dependents", json::array()).size()},
+                       {"detached", h.detail.value("detached", json::array()).size()}});
       }
     });
   } catch (const CLI::Error&) {

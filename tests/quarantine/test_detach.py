@@ -1,0 +1,167 @@
+"""A quarantined table yields (issue 22): what points outwards from it (triggers, rules, foreign
+keys, checks and defaults that use an object left behind, grants to other roles) is recorded in
+the quarantine's comment and dropped by the move, as the server's DROP drops it, so that a later
+DROP FUNCTION, DROP TABLE or DROP ROLE succeeds as it would direct; undrop puts each piece back,
+and says which it could not. What uses only the table's own objects stays on it."""
+from qlib import main
+
+
+def undrop(q, name, *args):
+    r = q.predrop("undrop", name, "--format", "json", *args)
+    q.check(r.rc == 0, f"undrop {name} {' '.join(args)}", r)
+    return r.json() if r.rc == 0 else {}
+
+
+def pieces_on(q, rel):
+    """What hangs on REL (a name or an oid): its user triggers, rules, checks and foreign keys,
+    defaults, and grants to roles other than its owner."""
+    oid = rel if isinstance(rel, int) else q.value(f"SELECT '{rel}'::regclass::oid")
+    return {
+        "triggers": q.value(f"SELECT count(*) FROM pg_trigger WHERE tgrelid = {oid} AND NOT tgisinternal"),
+        "rules": q.value(f"SELECT count(*) FROM pg_rewrite WHERE ev_class = {oid} AND rulename <> '_RETURN'"),
+        "constraints": q.value(f"SELECT string_agg(conname, ',' ORDER BY conname) FROM pg_constraint "
+                               f"WHERE conrelid = {oid} AND contype IN ('f', 'c')"),
+        "defaults": q.value(f"SELECT count(*) FROM pg_attrdef WHERE adrelid = {oid}"),
+        "grantees": q.value(f"SELECT count(DISTINCT x.grantee) FROM pg_class c, aclexplode(c.relacl) x "
+                            f"WHERE c.oid = {oid} AND x.grantee <> c.relowner"),
+    }
+
+
+def test(q):
+    owner, reader = q.role("owner"), q.role("reader")
+    q.owner(f"""
+      CREATE TABLE public.provinces (id int PRIMARY KEY);
+      INSERT INTO public.provinces SELECT generate_series(1, 5);
+      CREATE TABLE public.audit (at timestamptz, what text);
+      CREATE SEQUENCE public.shared_ids;
+      CREATE FUNCTION public.stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.note := 'x'; RETURN NEW; END $$;
+      CREATE FUNCTION public.positive(numeric) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > 0';
+      CREATE FUNCTION public.region() RETURNS text LANGUAGE sql AS $$ SELECT 'north' $$;
+      CREATE TABLE public.sales (
+        id int PRIMARY KEY DEFAULT nextval('public.shared_ids'),
+        own_id serial,
+        province int CONSTRAINT sales_province_fk REFERENCES public.provinces (id),
+        parent int CONSTRAINT sales_self_fk REFERENCES public.sales (id),
+        amount numeric CONSTRAINT sales_amount_positive CHECK (public.positive(amount)),
+        qty int CONSTRAINT sales_qty_sane CHECK (qty < 1000),
+        region text DEFAULT public.region(),
+        note text DEFAULT 'none');
+      INSERT INTO public.sales (province, amount, qty) VALUES (1, 10, 1), (2, 20, 2);
+      CREATE TRIGGER sales_stamp BEFORE INSERT ON public.sales FOR EACH ROW EXECUTE FUNCTION public.stamp();
+      CREATE TRIGGER sales_stamp_off BEFORE UPDATE ON public.sales FOR EACH ROW EXECUTE FUNCTION public.stamp();
+      ALTER TABLE public.sales DISABLE TRIGGER sales_stamp_off;
+      CREATE RULE sales_log AS ON DELETE TO public.sales DO ALSO INSERT INTO public.audit VALUES (now(), 'delete');
+      GRANT SELECT, INSERT ON public.sales TO "{reader}";
+      GRANT UPDATE (note) ON public.sales TO "{reader}";""")
+    before = pieces_on(q, "public.sales")
+    oid = q.value("SELECT 'public.sales'::regclass::oid")
+
+    err = q.move(["sales"])
+    q.check(err is None, "the move commits", err)
+    held = [h for h in q.held() if h["detail"]["table"] == "sales"]
+    q.check(len(held) == 1, "sales is held", held)
+    detached = sorted((p["kind"], p["name"]) for p in held[0]["detail"].get("detached", []))
+    q.check(detached == [("check", "sales_amount_positive"), ("default", "id"), ("default", "region"),
+                         ("foreign_key", "sales_province_fk"), ("grant", reader), ("rule", "sales_log"),
+                         ("trigger", "sales_stamp"), ("trigger", "sales_stamp_off")],
+            "the pieces pointing outwards are recorded; the self-reference, the plain check, the owned "
+            "sequence's default and the constant default are not", detached)
+    now = pieces_on(q, oid)
+    q.check(now == {"triggers": 0, "rules": 0, "constraints": "sales_qty_sane,sales_self_fk", "defaults": 2,
+                    "grantees": 0},
+            "and dropped from the quarantined table; what uses only its own objects stays", now)
+
+    # What the server's DROP would have let go now goes: each of these fails while a quarantined
+    # table still uses the object.
+    q.su(f'REVOKE USAGE ON SCHEMA public FROM "{reader}"')  # the one other thing the role holds
+    for sql in ("DROP FUNCTION public.stamp()", "DROP FUNCTION public.positive(numeric)",
+                "DROP FUNCTION public.region()", "DROP SEQUENCE public.shared_ids", "DROP TABLE public.provinces",
+                "DROP TABLE public.audit", f'DROP ROLE "{reader}"'):
+        err = None
+        try:
+            q.su(sql)
+        except Exception as e:  # noqa: BLE001
+            err = e
+        q.check(err is None, f"{sql} succeeds with sales in quarantine", err)
+
+    # Undrop: what is still there comes back; what is gone is said plainly.
+    q.su(f'CREATE ROLE "{reader}" LOGIN; GRANT USAGE ON SCHEMA public TO "{reader}"')
+    r = undrop(q, "public.sales")
+    made = sorted((x["kind"], x["name"]) for x in r.get("dependents_recreated", []))
+    missing = sorted((x["kind"], x["name"].rsplit(".", 1)[-1]) for x in r.get("not_restored", []))
+    q.check(made == [("grant", reader)], "undrop gives the grants again (the role exists again)", r)
+    q.check(("trigger", "sales_stamp") in missing and ("foreign_key", "sales_province_fk") in missing
+            and ("rule", "sales_log") in missing and ("default", "region") in missing,
+            "and reports each piece whose object is gone", missing)
+
+    # The round trip with every object still there: undrop puts every piece back as it was.
+    q.owner("""
+      DROP TABLE public.sales;
+      CREATE TABLE public.provinces (id int PRIMARY KEY); INSERT INTO public.provinces SELECT generate_series(1, 5);
+      CREATE TABLE public.audit (at timestamptz, what text);
+      CREATE SEQUENCE public.shared_ids;
+      CREATE FUNCTION public.stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.note := 'x'; RETURN NEW; END $$;
+      CREATE FUNCTION public.positive(numeric) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > 0';
+      CREATE FUNCTION public.region() RETURNS text LANGUAGE sql AS $$ SELECT 'north' $$;
+      CREATE TABLE public.sales (
+        id int PRIMARY KEY DEFAULT nextval('public.shared_ids'),
+        province int CONSTRAINT sales_province_fk REFERENCES public.provinces (id),
+        amount numeric CONSTRAINT sales_amount_positive CHECK (public.positive(amount)),
+        region text DEFAULT public.region(), note text);
+      CREATE TRIGGER sales_stamp BEFORE INSERT ON public.sales FOR EACH ROW EXECUTE FUNCTION public.stamp();
+      CREATE TRIGGER sales_stamp_off BEFORE UPDATE ON public.sales FOR EACH ROW EXECUTE FUNCTION public.stamp();
+      ALTER TABLE public.sales DISABLE TRIGGER sales_stamp_off;
+      CREATE RULE sales_log AS ON DELETE TO public.sales DO ALSO INSERT INTO public.audit VALUES (now(), 'delete');""")
+    q.owner(f'GRANT SELECT, INSERT ON public.sales TO "{reader}"; GRANT UPDATE (note) ON public.sales TO "{reader}"')
+    before = pieces_on(q, "public.sales")
+    defs = q.value("SELECT string_agg(pg_get_triggerdef(oid) || tgenabled::text, ' ' ORDER BY tgname) FROM pg_trigger "
+                   "WHERE tgrelid = 'public.sales'::regclass AND NOT tgisinternal")
+    acl = q.value("SELECT relacl::text || coalesce((SELECT string_agg(attacl::text, '') FROM pg_attribute "
+                  "WHERE attrelid = 'public.sales'::regclass AND attacl IS NOT NULL), '') FROM pg_class "
+                  "WHERE oid = 'public.sales'::regclass")
+    err = q.move(["sales"])
+    q.check(err is None, "the move commits", err)
+    r = undrop(q, "public.sales")
+    q.check(r.get("not_restored") == [], "undrop restores every piece", r)
+    q.check(pieces_on(q, "public.sales") == before, "triggers, rule, constraints, defaults and grants are back",
+            (pieces_on(q, "public.sales"), before))
+    q.check(q.value("SELECT string_agg(pg_get_triggerdef(oid) || tgenabled::text, ' ' ORDER BY tgname) FROM pg_trigger "
+                    "WHERE tgrelid = 'public.sales'::regclass AND NOT tgisinternal") == defs,
+            "the triggers are the same, the disabled one disabled", defs)
+    q.check(q.value("SELECT relacl::text || coalesce((SELECT string_agg(attacl::text, '') FROM pg_attribute "
+                    "WHERE attrelid = 'public.sales'::regclass AND attacl IS NOT NULL), '') FROM pg_class "
+                    "WHERE oid = 'public.sales'::regclass") == acl, "the table and column grants are the same", acl)
+    q.owner("INSERT INTO public.sales (province, amount) VALUES (1, 5)")
+    q.check(q.value("SELECT note || region FROM public.sales") == "xnorth", "the trigger and the default work again")
+
+    # Undrop under another name: the pieces of the table follow it there.
+    err = q.move(["sales"])
+    q.check(err is None, "moved again", err)
+    r = undrop(q, "public.sales", "--as", "sales_back")
+    q.check(r.get("not_restored") == [] and pieces_on(q, "public.sales_back") == before,
+            "restored as sales_back with every piece on it", (r, pieces_on(q, "public.sales_back")))
+
+    # A partition: its foreign key cloned from the parent is dropped with it, and comes back with
+    # the ATTACH rather than twice.
+    q.owner("""
+      CREATE TABLE public.events (id int, province int REFERENCES public.provinces (id), at date NOT NULL)
+        PARTITION BY RANGE (at);
+      CREATE TABLE public.events_2025 PARTITION OF public.events FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+      CREATE TRIGGER events_stamp BEFORE INSERT ON public.events FOR EACH ROW EXECUTE FUNCTION public.stamp();""")
+    fks = q.value("SELECT count(*) FROM pg_constraint WHERE conrelid = 'public.events_2025'::regclass AND contype = 'f'")
+    poid = q.value("SELECT 'public.events_2025'::regclass::oid")
+    err = q.move(["events_2025"])
+    q.check(err is None, "a partition moves", err)
+    q.check(pieces_on(q, poid)["constraints"] is None and pieces_on(q, poid)["triggers"] == 0,
+            "its cloned foreign key and trigger are gone from it", pieces_on(q, poid))
+    r = undrop(q, "public.events_2025")
+    q.check(r.get("attached_to") == "public.events" and r.get("not_restored") == [], "undrop attaches it again", r)
+    q.check(q.value("SELECT count(*) FROM pg_constraint WHERE conrelid = 'public.events_2025'::regclass "
+                    "AND contype = 'f'") == fks and
+            q.value("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'public.events_2025'::regclass "
+                    "AND NOT tgisinternal") == 1,
+            "with one foreign key and one trigger, cloned from the parent again")
+
+
+if __name__ == "__main__":
+    main(test, "detach")

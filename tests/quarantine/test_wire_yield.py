@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""A quarantined table blocks nothing that its DROP would have let go (issue 22).
+
+Each later statement that failed under a quarantine rule before (the quarantined table still used
+the function, the other table, the sequence or the role) runs in one psql script after the DROP,
+direct and through predrop with a quarantine rule; the transcripts (tags, SQLSTATEs, messages,
+notices: \\set VERBOSITY verbose) must be equal, and every table dropped through predrop must be in
+quarantine, with what it detached recorded for undrop (tests/quarantine/test_detach.py).
+"""
+import wirelib
+
+SETUP = r"""
+CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TABLE t_trig (a int);
+CREATE TRIGGER t_trig_stamp BEFORE INSERT ON t_trig FOR EACH ROW EXECUTE FUNCTION stamp();
+
+CREATE TABLE parent (id int PRIMARY KEY);
+CREATE TABLE child (id int, parent_id int REFERENCES parent (id));
+
+CREATE TABLE audit (what text);
+CREATE TABLE t_rule (a int);
+CREATE RULE t_rule_log AS ON DELETE TO t_rule DO ALSO INSERT INTO audit VALUES ('delete');
+
+CREATE SEQUENCE shared_ids;
+CREATE FUNCTION positive(int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > 0';
+CREATE TABLE t_expr (id int DEFAULT nextval('shared_ids'), n int CHECK (positive(n)));
+
+CREATE FUNCTION stamp2() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TABLE t_casc (a int);
+CREATE TRIGGER t_casc_stamp BEFORE INSERT ON t_casc FOR EACH ROW EXECUTE FUNCTION stamp2();
+
+CREATE TABLE t_grant (a int);
+"""
+
+# Roles are cluster-wide: each side drops a role of its own.
+ROLES = {"direct": None, "via": None}
+
+
+def test(w):
+    w.setup(SETUP)
+    for side in ROLES:
+        ROLES[side] = "%s_leaver_%s" % (w.db, side)
+        w._admin_conn('DROP ROLE IF EXISTS "%s"' % ROLES[side])
+        w._admin_conn('CREATE ROLE "%s"' % ROLES[side])
+    w.exec('GRANT SELECT ON t_grant TO "%s"' % ROLES["direct"], db=w.direct_db)
+    w.exec('GRANT SELECT ON t_grant TO "%s"' % ROLES["via"], db=w.db)
+    w.start()
+    names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant"]
+    oid = {n: w.oid("public." + n) for n in names}
+
+    def form(label, script, **kw):
+        d, v = w.psql_both(script, **kw)
+        return w.same("psql " + label, d, v)
+
+    form("DROP FUNCTION after its table's trigger", "DROP TABLE t_trig;\nDROP FUNCTION stamp();\n")
+    form("DROP TABLE parent after the table whose foreign key referenced it",
+         "DROP TABLE child;\nDROP TABLE parent;\n")
+    form("DROP TABLE after a table whose rule wrote to it", "DROP TABLE t_rule;\nDROP TABLE audit;\n")
+    form("DROP SEQUENCE and DROP FUNCTION after a table's default and check",
+         "DROP TABLE t_expr;\nDROP SEQUENCE shared_ids;\nDROP FUNCTION positive(int);\n")
+    form("DROP FUNCTION ... CASCADE after its table's trigger (no notice naming the quarantine)",
+         "DROP TABLE t_casc;\nDROP FUNCTION stamp2() CASCADE;\n")
+    form("DROP ROLE after the table it had a grant on",
+         "DROP TABLE t_grant;\nDROP ROLE :\"leaver\";\n",
+         variables=lambda side: [("leaver", ROLES[side])])
+    for n in names:
+        w.check_quarantined("public." + n, oid[n], ledger=False)
+    # (The least-privilege run's capture role has grants of its own on every table: also let go.)
+    rows = w.q("SELECT d.description::jsonb->>'table', p->>'kind', p->>'name' "
+               "FROM pg_description d JOIN pg_class c ON c.oid = d.objoid JOIN pg_namespace n ON n.oid = c.relnamespace, "
+               "jsonb_array_elements(d.description::jsonb->'detached') p "
+               "WHERE n.nspname = %s AND d.objsubid = 0", (wirelib.QSCHEMA,))
+    detached = sorted((t, k, name) for t, k, name in rows if k != "grant" or name.strip('"') == ROLES["via"])
+    w.check(detached == [("child", "foreign_key", "child_parent_id_fkey"), ("t_casc", "trigger", "t_casc_stamp"),
+                         ("t_expr", "check", "t_expr_n_check"), ("t_expr", "default", "id"),
+                         ("t_grant", "grant", ROLES["via"]), ("t_rule", "rule", "t_rule_log"),
+                         ("t_trig", "trigger", "t_trig_stamp")],
+            "each quarantined table recorded what it let go", detached)
+    for role in ROLES.values():
+        w._admin_conn('DROP ROLE IF EXISTS "%s"' % role)
+
+
+if __name__ == "__main__":
+    wirelib.main(test, "wire_yield")
