@@ -54,10 +54,9 @@ DECLARE
   partition_of jsonb;
   def text;
   con record;
-  inner_rels oid[];
-  inner_types oid[];
-  inherited oid[];
+  inherited oid[] := '{}';
   detached jsonb;
+  may_point_out boolean;
 BEGIN
   SELECT oid INTO qs_oid FROM pg_namespace WHERE nspname = qs;
   IF qs_oid IS NULL THEN
@@ -96,14 +95,6 @@ BEGIN
     -- pg_partition_tree lists nothing for a table that is neither partitioned nor a partition.
     moved := moved || r || ARRAY(SELECT relid::oid FROM pg_partition_tree(r) WHERE relid::oid <> r);
   END LOOP;
-
-  -- What moves with the tables: their partitions, indexes, owned sequences and row types. A
-  -- dependency on anything else points outwards (below).
-  inner_rels := moved || ARRAY(SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = ANY(moved))
-    || ARRAY(SELECT o.objid FROM pg_depend o WHERE o.classid = 'pg_class'::regclass AND o.refclassid = 'pg_class'::regclass
-             AND o.refobjid = ANY(moved) AND o.deptype IN ('a', 'i'));
-  inner_types := ARRAY(SELECT c.reltype FROM pg_class c WHERE c.oid = ANY(moved)
-                       UNION ALL SELECT ty.typarray FROM pg_type ty JOIN pg_class c ON c.reltype = ty.oid WHERE c.oid = ANY(moved));
 
   -- Definitions are deparsed fully qualified; the cascades' notices are the real DROP's, already sent.
   PERFORM set_config('search_path', 'pg_catalog', true);
@@ -218,10 +209,15 @@ BEGIN
     q_id := gen_random_uuid();
     members := '[]';
     detail := NULL;
+    may_point_out := false;
     FOREACH m IN ARRAY tree LOOP
       SELECT c.relname, n.nspname, obj_description(c.oid, 'pg_class') AS comment,
-             CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound
+             CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound,
+             c.relhastriggers OR c.relhasrules OR c.relchecks > 0 OR c.relacl IS NOT NULL
+               OR EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0
+                            AND (a.atthasdef OR a.attacl IS NOT NULL)) AS may_point_out
         INTO d FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = m;
+      may_point_out := may_point_out OR d.may_point_out;
       qname := 'q' || m || '_' || ts || '_' || d.relname;
       WHILE octet_length(qname) > 63 LOOP qname := left(qname, -1); END LOOP;
       t := jsonb_build_object('oid', m::bigint, 'schema', d.nspname, 'table', d.relname, 'comment', d.comment,
@@ -262,7 +258,9 @@ BEGIN
     END LOOP;
     -- A partition's foreign keys cloned from its parent stand alone once it is detached; attaching
     -- it again (undrop) clones them anew, so they are dropped below but not recorded.
-    inherited := ARRAY(SELECT co.oid FROM pg_constraint co WHERE co.conrelid = r AND co.conparentid <> 0);
+    IF may_point_out AND partition_of IS NOT NULL THEN
+      inherited := ARRAY(SELECT co.oid FROM pg_constraint co WHERE co.conrelid = r AND co.conparentid <> 0);
+    END IF;
     IF partition_of IS NOT NULL THEN
       EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', partition_of->>'parent', r::regclass);
     END IF;
@@ -273,77 +271,93 @@ BEGIN
     -- DROP ROLE fail that succeeds direct. Each is recorded with its definition (on, on_oid: the
     -- relation it belongs to, as named now) for undrop, then dropped. Cloned pieces follow their
     -- parent's.
-    SELECT coalesce(jsonb_agg(p.piece ORDER BY p.ord, p.piece->>'on', p.piece->>'name'), '[]') INTO detached FROM (
-      SELECT 1 AS ord, jsonb_build_object('kind', 'trigger', 'name', tg.tgname::text, 'on', tg.tgrelid::regclass::text, 'on_oid', tg.tgrelid::bigint,
-          'definition', pg_get_triggerdef(tg.oid) || ';' || CASE tg.tgenabled
-            WHEN 'D' THEN format(' ALTER TABLE %s DISABLE TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
-            WHEN 'R' THEN format(' ALTER TABLE %s ENABLE REPLICA TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
-            WHEN 'A' THEN format(' ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
-            ELSE '' END,
-          'drop', format('DROP TRIGGER %I ON %s', tg.tgname, tg.tgrelid::regclass)) AS piece
-        FROM pg_trigger tg WHERE tg.tgrelid = ANY(tree) AND NOT tg.tgisinternal AND tg.tgparentid = 0
-          AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_trigger'::regclass AND dep.objid = tg.oid
-                        AND dep.deptype = 'n'
-                        AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(inner_rels))
-                        AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY(inner_types)))
-      UNION ALL
-      SELECT 2, jsonb_build_object('kind', 'rule', 'name', rw.rulename::text, 'on', rw.ev_class::regclass::text, 'on_oid', rw.ev_class::bigint,
-          'definition', pg_get_ruledef(rw.oid) || CASE rw.ev_enabled
-            WHEN 'D' THEN format(' ALTER TABLE %s DISABLE RULE %I;', rw.ev_class::regclass, rw.rulename)
-            WHEN 'R' THEN format(' ALTER TABLE %s ENABLE REPLICA RULE %I;', rw.ev_class::regclass, rw.rulename)
-            WHEN 'A' THEN format(' ALTER TABLE %s ENABLE ALWAYS RULE %I;', rw.ev_class::regclass, rw.rulename)
-            ELSE '' END,
-          'drop', format('DROP RULE %I ON %s', rw.rulename, rw.ev_class::regclass))
-        FROM pg_rewrite rw WHERE rw.ev_class = ANY(tree) AND rw.rulename <> '_RETURN'
-          AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_rewrite'::regclass AND dep.objid = rw.oid
-                        AND dep.deptype = 'n'
-                        AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(inner_rels))
-                        AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY(inner_types)))
-      UNION ALL
-      SELECT 3, jsonb_build_object('kind', CASE co.contype WHEN 'f' THEN 'foreign_key' ELSE 'check' END,
-          'name', co.conname::text, 'on', co.conrelid::regclass::text, 'on_oid', co.conrelid::bigint,
-          'definition', CASE WHEN co.oid = ANY(inherited) THEN NULL
-                        ELSE format('ALTER TABLE %s ADD CONSTRAINT %I %s;', co.conrelid::regclass, co.conname,
-                                    pg_get_constraintdef(co.oid)) END,
-          'drop', format('ALTER TABLE %s DROP CONSTRAINT %I', co.conrelid::regclass, co.conname))
-        FROM pg_constraint co WHERE co.conrelid = ANY(tree) AND co.contype IN ('f', 'c')
-          AND (co.conparentid = 0 OR co.oid = ANY(inherited)) AND co.conislocal AND co.coninhcount = 0
-          AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_constraint'::regclass AND dep.objid = co.oid
-                        AND dep.deptype = 'n'
-                        AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(inner_rels))
-                        AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY(inner_types)))
-      UNION ALL
-      SELECT 4, jsonb_build_object('kind', 'default', 'name', a.attname::text, 'on', ad.adrelid::regclass::text, 'on_oid', ad.adrelid::bigint,
-          'definition', format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s;', ad.adrelid::regclass, a.attname,
-                               pg_get_expr(ad.adbin, ad.adrelid)),
-          'drop', format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', ad.adrelid::regclass, a.attname))
-        FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-        WHERE ad.adrelid = ANY(tree) AND a.attgenerated = ''
-          AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = ad.oid
-                        AND dep.deptype = 'n'
-                        AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(inner_rels))
-                        AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY(inner_types)))
-      UNION ALL
-      SELECT 5, jsonb_build_object('kind', 'grant', 'name', g.grantee::regrole::text, 'on', g.relid::regclass::text, 'on_oid', g.relid::bigint,
-          'definition', string_agg(format('GRANT %s%s ON %s TO %s%s;', g.privilege_type,
-                                          CASE WHEN g.col IS NULL THEN '' ELSE format(' (%I)', g.col) END,
-                                          g.relid::regclass, g.grantee::regrole,
-                                          CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END), ' '
-                                   ORDER BY g.col NULLS FIRST, g.privilege_type),
-          -- A table's REVOKE takes its columns' privileges along.
-          'drop', format('REVOKE ALL ON %s FROM %s CASCADE', g.relid::regclass, g.grantee::regrole))
-        FROM (SELECT c.oid AS relid, NULL::name AS col, x.grantee, x.privilege_type, x.is_grantable
-                FROM pg_class c, aclexplode(c.relacl) x WHERE c.oid = ANY(tree) AND x.grantee NOT IN (0, c.relowner)
-              UNION ALL
-              SELECT c.oid, at.attname, x.grantee, x.privilege_type, x.is_grantable
-                FROM pg_class c JOIN pg_attribute at ON at.attrelid = c.oid, aclexplode(at.attacl) x
-                WHERE c.oid = ANY(tree) AND at.attnum > 0 AND NOT at.attisdropped AND x.grantee NOT IN (0, c.relowner)) g
-        GROUP BY g.relid, g.grantee
-    ) p;
-    detail := detail || jsonb_build_object('detached', detached);
-    FOR t IN SELECT * FROM jsonb_array_elements(detached) LOOP
-      EXECUTE t->>'drop';
-    END LOOP;
+    -- Read only when the tables have any such piece (flags read with their names above), and as
+    -- dynamic SQL, so a table with none pays neither its planning nor its parsing: the block is
+    -- compiled anew at every DROP.
+    IF may_point_out THEN
+      EXECUTE $predrop_d$
+      WITH inner_set AS (
+        -- What moves with the tables: their partitions, indexes, owned sequences and row types. A
+        -- dependency on anything else points outwards.
+        SELECT $2 || ARRAY(SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = ANY($2))
+                  || ARRAY(SELECT o.objid FROM pg_depend o WHERE o.classid = 'pg_class'::regclass
+                           AND o.refclassid = 'pg_class'::regclass AND o.refobjid = ANY($2) AND o.deptype IN ('a', 'i')) AS rels,
+               ARRAY(SELECT c.reltype FROM pg_class c WHERE c.oid = ANY($2)
+                     UNION ALL SELECT ty.typarray FROM pg_type ty JOIN pg_class c ON c.reltype = ty.oid
+                     WHERE c.oid = ANY($2)) AS types)
+      SELECT coalesce(jsonb_agg(p.piece ORDER BY p.ord, p.piece->>'on', p.piece->>'name'), '[]') FROM (
+        SELECT 1 AS ord, jsonb_build_object('kind', 'trigger', 'name', tg.tgname::text, 'on', tg.tgrelid::regclass::text, 'on_oid', tg.tgrelid::bigint,
+            'definition', pg_get_triggerdef(tg.oid) || ';' || CASE tg.tgenabled
+              WHEN 'D' THEN format(' ALTER TABLE %s DISABLE TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
+              WHEN 'R' THEN format(' ALTER TABLE %s ENABLE REPLICA TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
+              WHEN 'A' THEN format(' ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
+              ELSE '' END,
+            'drop', format('DROP TRIGGER %I ON %s', tg.tgname, tg.tgrelid::regclass)) AS piece
+          FROM pg_trigger tg WHERE tg.tgrelid = ANY($1) AND NOT tg.tgisinternal AND tg.tgparentid = 0
+            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_trigger'::regclass AND dep.objid = tg.oid
+                          AND dep.deptype = 'n'
+                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
+                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+        UNION ALL
+        SELECT 2, jsonb_build_object('kind', 'rule', 'name', rw.rulename::text, 'on', rw.ev_class::regclass::text, 'on_oid', rw.ev_class::bigint,
+            'definition', pg_get_ruledef(rw.oid) || CASE rw.ev_enabled
+              WHEN 'D' THEN format(' ALTER TABLE %s DISABLE RULE %I;', rw.ev_class::regclass, rw.rulename)
+              WHEN 'R' THEN format(' ALTER TABLE %s ENABLE REPLICA RULE %I;', rw.ev_class::regclass, rw.rulename)
+              WHEN 'A' THEN format(' ALTER TABLE %s ENABLE ALWAYS RULE %I;', rw.ev_class::regclass, rw.rulename)
+              ELSE '' END,
+            'drop', format('DROP RULE %I ON %s', rw.rulename, rw.ev_class::regclass))
+          FROM pg_rewrite rw WHERE rw.ev_class = ANY($1) AND rw.rulename <> '_RETURN'
+            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_rewrite'::regclass AND dep.objid = rw.oid
+                          AND dep.deptype = 'n'
+                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
+                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+        UNION ALL
+        SELECT 3, jsonb_build_object('kind', CASE co.contype WHEN 'f' THEN 'foreign_key' ELSE 'check' END,
+            'name', co.conname::text, 'on', co.conrelid::regclass::text, 'on_oid', co.conrelid::bigint,
+            'definition', CASE WHEN co.oid = ANY($3) THEN NULL
+                          ELSE format('ALTER TABLE %s ADD CONSTRAINT %I %s;', co.conrelid::regclass, co.conname,
+                                      pg_get_constraintdef(co.oid)) END,
+            'drop', format('ALTER TABLE %s DROP CONSTRAINT %I', co.conrelid::regclass, co.conname))
+          FROM pg_constraint co WHERE co.conrelid = ANY($1) AND co.contype IN ('f', 'c')
+            AND (co.conparentid = 0 OR co.oid = ANY($3)) AND co.conislocal AND co.coninhcount = 0
+            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_constraint'::regclass AND dep.objid = co.oid
+                          AND dep.deptype = 'n'
+                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
+                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+        UNION ALL
+        SELECT 4, jsonb_build_object('kind', 'default', 'name', a.attname::text, 'on', ad.adrelid::regclass::text, 'on_oid', ad.adrelid::bigint,
+            'definition', format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s;', ad.adrelid::regclass, a.attname,
+                                 pg_get_expr(ad.adbin, ad.adrelid)),
+            'drop', format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', ad.adrelid::regclass, a.attname))
+          FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+          WHERE ad.adrelid = ANY($1) AND a.attgenerated = ''
+            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = ad.oid
+                          AND dep.deptype = 'n'
+                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
+                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+        UNION ALL
+        SELECT 5, jsonb_build_object('kind', 'grant', 'name', g.grantee::regrole::text, 'on', g.relid::regclass::text, 'on_oid', g.relid::bigint,
+            'definition', string_agg(format('GRANT %s%s ON %s TO %s%s;', g.privilege_type,
+                                            CASE WHEN g.col IS NULL THEN '' ELSE format(' (%I)', g.col) END,
+                                            g.relid::regclass, g.grantee::regrole,
+                                            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END), ' '
+                                     ORDER BY g.col NULLS FIRST, g.privilege_type),
+            -- A table's REVOKE takes its columns' privileges along.
+            'drop', format('REVOKE ALL ON %s FROM %s CASCADE', g.relid::regclass, g.grantee::regrole))
+          FROM (SELECT c.oid AS relid, NULL::name AS col, x.grantee, x.privilege_type, x.is_grantable
+                  FROM pg_class c, aclexplode(c.relacl) x WHERE c.oid = ANY($1) AND x.grantee NOT IN (0, c.relowner)
+                UNION ALL
+                SELECT c.oid, at.attname, x.grantee, x.privilege_type, x.is_grantable
+                  FROM pg_class c JOIN pg_attribute at ON at.attrelid = c.oid, aclexplode(at.attacl) x
+                  WHERE c.oid = ANY($1) AND at.attnum > 0 AND NOT at.attisdropped AND x.grantee NOT IN (0, c.relowner)) g
+          GROUP BY g.relid, g.grantee
+      ) p
+      $predrop_d$ INTO detached USING tree, moved, inherited;
+      detail := detail || jsonb_build_object('detached', detached);
+      FOR t IN SELECT * FROM jsonb_array_elements(detached) LOOP
+        EXECUTE t->>'drop';
+      END LOOP;
+    END IF;
 
     -- Renamed before the move: in the quarantine schema the owner has no USAGE to name them by.
     -- Every index and sequence gets a name of its own OID, so versions of one table never collide.
