@@ -24,6 +24,8 @@ constexpr const char* kMoveBody = R"SQL(
 DECLARE
   qs text := arg->>'quarantine_schema';
   qs_oid oid;
+  qs_owner oid;
+  can_give boolean;   -- the session may give a table to the quarantine's owner
   do_cascade boolean := coalesce((arg->>'cascade')::boolean, false);
   max_bytes bigint := coalesce((arg->>'max_bytes')::bigint, 0);
   ts bigint := floor(extract(epoch FROM clock_timestamp()))::bigint;
@@ -58,7 +60,7 @@ DECLARE
   detached jsonb;
   may_point_out boolean;
 BEGIN
-  SELECT oid INTO qs_oid FROM pg_namespace WHERE nspname = qs;
+  SELECT oid, nspowner, pg_has_role(nspowner, 'USAGE') INTO qs_oid, qs_owner, can_give FROM pg_namespace WHERE nspname = qs;
   IF qs_oid IS NULL THEN
     RAISE EXCEPTION 'predrop quarantine: schema % does not exist', quote_ident(qs);
   END IF;
@@ -215,13 +217,14 @@ BEGIN
              CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound,
              c.relhastriggers OR c.relhasrules OR c.relchecks > 0 OR c.relacl IS NOT NULL
                OR EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0
-                            AND (a.atthasdef OR a.attacl IS NOT NULL)) AS may_point_out
+                            AND (a.atthasdef OR a.attacl IS NOT NULL)) AS may_point_out,
+             CASE WHEN can_give AND c.relowner <> qs_owner THEN c.relowner::regrole::text END AS owner_was
         INTO d FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = m;
       may_point_out := may_point_out OR d.may_point_out;
       qname := 'q' || m || '_' || ts || '_' || d.relname;
       WHILE octet_length(qname) > 63 LOOP qname := left(qname, -1); END LOOP;
       t := jsonb_build_object('oid', m::bigint, 'schema', d.nspname, 'table', d.relname, 'comment', d.comment,
-                              'quarantine_table', qname,
+                              'quarantine_table', qname, 'owner_was', d.owner_was,
                               'relations', coalesce((
         SELECT jsonb_agg(jsonb_build_object('kind', k.kind, 'oid', k.oid::bigint, 'name', k.name) ORDER BY k.kind, k.oid)
         FROM (SELECT 'index' AS kind, i.indexrelid AS oid, ic.relname::text AS name FROM pg_index i
@@ -234,7 +237,7 @@ BEGIN
         detail := jsonb_build_object(
           'predrop_quarantine', 1, 'id', q_id, 'schema', d.nspname, 'table', d.relname, 'oid', r::bigint,
           'dropped_at', dropped_at, 'dropped_by', session_user::text, 'comment', d.comment,
-          'quarantine_table', qname, 'relations', t->'relations', 'partition_of', partition_of,
+          'quarantine_table', qname, 'owner_was', d.owner_was, 'relations', t->'relations', 'partition_of', partition_of,
           'dependents', deps);
       ELSE
         members := members || (t || jsonb_build_object('bound', d.bound));
@@ -375,6 +378,15 @@ BEGIN
       END IF;
       EXECUTE format('ALTER TABLE %s RENAME TO %I', m::regclass, t->>'quarantine_table');
       EXECUTE format('ALTER TABLE %s SET SCHEMA %I', m::regclass, qs);
+      -- Given to the quarantine's owner where the session may (issue 22), so that a later DROP ROLE
+      -- of its owner succeeds as it would direct; undrop gives it back (owner_was).
+      IF t->>'owner_was' IS NOT NULL THEN
+        BEGIN
+          EXECUTE format('ALTER TABLE %s OWNER TO %s', m::regclass, qs_owner::regrole);
+        EXCEPTION WHEN insufficient_privilege THEN
+          NULL;   -- a membership without SET (PostgreSQL 16+): the owner stays
+        END;
+      END IF;
     END LOOP;
   END LOOP;
 

@@ -172,6 +172,15 @@ struct Undrop {
       }
     }
     set_comment(schema, name, rel.contains("comment") ? rel["comment"] : json());
+    // The move gave the table to the quarantine's owner: its owner gets it back.
+    if (rel.contains("owner_was") && rel["owner_was"].is_string()) {
+      const std::string owner = rel["owner_was"].get<std::string>();
+      std::string err;
+      if (attempt("ALTER TABLE " + q(schema) + "." + q(name) + " OWNER TO " + owner, err))
+        report["restored"].push_back({{"kind", "owner"}, {"name", owner}});
+      else
+        not_restored("owner", owner, err);
+    }
     if (schema != str(rel, "schema") || name != str(rel, "table"))
       renamed_to[rel.value("oid", int64_t{0})] = q(schema) + "." + q(name);
   }
@@ -332,7 +341,9 @@ void cmd_undrop(const QFlags& f) {
     } else {
       std::cout << "restored " << schema << "." << table << " (id " << pick->id() << ", dropped " << str(d, "dropped_at")
                 << ") as " << to_schema << "." << to_name << "\n";
-      for (const auto& x : r["restored"]) std::cout << "  " << str(x, "kind") << " " << str(x, "name") << ": original name\n";
+      for (const auto& x : r["restored"])
+        std::cout << "  " << str(x, "kind") << " " << str(x, "name")
+                  << (str(x, "kind") == "owner" ? ": owns it again\n" : ": original name\n");
       if (r.contains("attached_to")) std::cout << "  attached again as a partition of " << str(r, "attached_to") << "\n";
       for (const auto& x : r["dependents_recreated"])
         std::cout << "  recreated " << str(x, "kind") << " " << str(x, "schema") << "." << str(x, "name") << "\n";

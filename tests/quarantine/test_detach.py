@@ -162,6 +162,37 @@ def test(q):
                     "AND NOT tgisinternal") == 1,
             "with one foreign key and one trigger, cloned from the parent again")
 
+    # The owner: a session that may give the table to the quarantine's owner (here a superuser's)
+    # does, so the owner can be dropped; undrop gives it back, or says the role is gone.
+    cap = q.role("cap")
+    leaver = f"{q.db}_leaver"
+    q.su(f'DROP ROLE IF EXISTS "{leaver}"; CREATE ROLE "{leaver}"; GRANT CREATE ON SCHEMA public TO "{leaver}"; '
+         f'GRANT "{leaver}" TO "{cap}"; CREATE TABLE public.left_behind (a int); '
+         f'ALTER TABLE public.left_behind OWNER TO "{leaver}"')
+    loid = q.value("SELECT 'public.left_behind'::regclass::oid")
+    err = q.move(["left_behind"], user="postgres")
+    q.check(err is None, "a superuser's DROP of a table another role owns moves it", err)
+    q.check(q.value(f"SELECT relowner::regrole::text FROM pg_class WHERE oid = {loid}").strip('"') == cap,
+            "the quarantined table now belongs to the quarantine's owner",
+            q.value(f"SELECT relowner::regrole::text FROM pg_class WHERE oid = {loid}"))
+    d = [h for h in q.held() if h["detail"]["table"] == "left_behind"][0]["detail"]
+    q.check(d.get("owner_was", "").strip('"') == leaver, "and its comment says whose it was", d.get("owner_was"))
+    r = undrop(q, "public.left_behind")
+    q.check(q.value("SELECT relowner::regrole::text FROM pg_class WHERE oid = 'public.left_behind'::regclass")
+            .strip('"') == leaver and {"kind": "owner", "name": d.get("owner_was")} in r.get("restored", []),
+            "undrop gives it back to its owner", r)
+    err = q.move(["left_behind"], user="postgres")
+    q.check(err is None, "moved again", err)
+    q.su(f'REVOKE CREATE ON SCHEMA public FROM "{leaver}"; DROP ROLE "{leaver}"')
+    q.check(q.value(f"SELECT count(*) FROM pg_roles WHERE rolname = '{leaver}'") == 0,
+            "DROP ROLE of its owner succeeds with the table in quarantine")
+    r = undrop(q, "public.left_behind")
+    q.check([x["kind"] for x in r.get("not_restored", [])] == ["owner"] and
+            q.value("SELECT relowner::regrole::text FROM pg_class WHERE oid = 'public.left_behind'::regclass")
+            .strip('"') == cap, "undrop restores the table and says its owner is gone", r)
+    q.check(q.value("SELECT relowner::regrole::text FROM pg_class WHERE oid = 'public.sales_back'::regclass").strip('"')
+            == owner, "a table moved by its owner's own session keeps its owner")
+
 
 if __name__ == "__main__":
     main(test, "detach")

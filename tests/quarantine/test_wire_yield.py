@@ -42,10 +42,11 @@ def test(w):
         ROLES[side] = "%s_leaver_%s" % (w.db, side)
         w._admin_conn('DROP ROLE IF EXISTS "%s"' % ROLES[side])
         w._admin_conn('CREATE ROLE "%s"' % ROLES[side])
-    w.exec('GRANT SELECT ON t_grant TO "%s"' % ROLES["direct"], db=w.direct_db)
-    w.exec('GRANT SELECT ON t_grant TO "%s"' % ROLES["via"], db=w.db)
+    for side, db in (("direct", w.direct_db), ("via", w.db)):
+        w.exec('GRANT SELECT ON t_grant TO "%s"; CREATE TABLE t_left (a int); ALTER TABLE t_left OWNER TO "%s"'
+               % (ROLES[side], ROLES[side]), db=db)
     w.start()
-    names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant"]
+    names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant", "t_left"]
     oid = {n: w.oid("public." + n) for n in names}
 
     def form(label, script, **kw):
@@ -60,8 +61,8 @@ def test(w):
          "DROP TABLE t_expr;\nDROP SEQUENCE shared_ids;\nDROP FUNCTION positive(int);\n")
     form("DROP FUNCTION ... CASCADE after its table's trigger (no notice naming the quarantine)",
          "DROP TABLE t_casc;\nDROP FUNCTION stamp2() CASCADE;\n")
-    form("DROP ROLE after the table it had a grant on",
-         "DROP TABLE t_grant;\nDROP ROLE :\"leaver\";\n",
+    form("DROP ROLE after the tables it had a grant on and owned",
+         "DROP TABLE t_grant;\nDROP TABLE t_left;\nDROP ROLE :\"leaver\";\n",
          variables=lambda side: [("leaver", ROLES[side])])
     for n in names:
         w.check_quarantined("public." + n, oid[n], ledger=False)
