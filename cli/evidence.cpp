@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "evidence/ages.hpp"
 #include "evidence/baseline.hpp"
 #include "evidence/drift.hpp"
 #include "evidence/store_reader.hpp"
@@ -347,6 +348,42 @@ void cmd_report(const Flags& f) {
   finish(0);
 }
 
+void cmd_ages(const Flags& f) {
+  auto s = setup("ages", f.c);
+  if (f.days < 1) fail("ages", "--days must be at least 1", 2);
+  try {
+    EvidenceStore store(s.store, s.cfg->store_table);
+    evidence::AgesQuery q;
+    if (!f.database.empty()) q.database = f.database;
+    if (!f.schema.empty()) q.schema = f.schema;
+    q.window_days = f.days;
+    auto ages = evidence::table_ages(store.session(), s.cfg->store_table, q);
+    if (f.c.format == "json") {
+      json out = json::array();
+      for (const auto& a : ages)
+        out.push_back({{"database", a.database}, {"schema", a.schema}, {"table", a.table}, {"since", a.since},
+                       {"since_from", a.since_from}, {"at_least", a.at_least}, {"age_s", a.age_s},
+                       {"versions_in_window", a.versions_in_window}, {"shapes_in_window", a.shapes_in_window},
+                       {"last_seen", a.last_seen}, {"window_days", f.days}});
+      std::cout << out.dump(2) << "\n";
+      finish(0);
+    }
+    const Paint& p = s.paint;
+    if (ages.empty()) std::cout << "no table in the store" << (q.database || q.schema ? " matches" : "") << "\n";
+    for (const auto& a : ages) {
+      std::string when = (a.at_least ? "at least " : "") + human_age(a.age_s) + " old";
+      std::cout << (a.database.empty() ? "" : a.database + "  ") << p.bold(a.schema + "." + a.table) << "  " << when
+                << "  since " << a.since << " (" << a.since_from << ")  " << a.versions_in_window << " version"
+                << (a.versions_in_window == 1 ? "" : "s") << " and " << a.shapes_in_window << " shape"
+                << (a.shapes_in_window == 1 ? "" : "s") << " in " << f.days << " days\n";
+    }
+  } catch (const CLI::Error&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    fail("ages", e.what());
+  }
+  finish(0);
+}
 
 }  // namespace
 
@@ -386,6 +423,13 @@ void register_evidence_commands(CLI::App& app) {
   ddl->add_option("id", f->refs, "snapshot id")->expected(1);
   ddl->add_option("--name", f->name, "create as [SCHEMA.]TABLE instead of the captured name");
   ddl->callback([f] { cmd_ddl(*f); });
+
+  auto* ages = app.add_subcommand("ages", "each table's current version: since when, how old, how many versions lately");
+  add_common(ages, f->c, false);
+  ages->add_option("--database", f->database, "only this database");
+  ages->add_option("--schema", f->schema, "only this schema");
+  ages->add_option("--days", f->days, "window for the versions and shapes counted (30)");
+  ages->callback([f] { cmd_ages(*f); });
 
   register_watch_command(app);
 }

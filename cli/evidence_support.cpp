@@ -55,6 +55,14 @@ std::string fmt(double v, int decimals) {
   return buf;
 }
 
+std::string human_age(int64_t s) {
+  if (s < 0) return "-" + human_age(-s);
+  if (s >= 86400) return std::to_string(s / 86400) + "d" + std::to_string(s % 86400 / 3600) + "h";
+  if (s >= 3600) return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
+  if (s >= 60) return std::to_string(s / 60) + "m";
+  return std::to_string(s) + "s";
+}
+
 std::string short_id(const std::string& id) { return id.substr(0, 8); }
 
 std::string join(const std::vector<std::string>& v, const std::string& sep) {

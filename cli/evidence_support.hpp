@@ -24,7 +24,7 @@ struct Common {
 struct Flags {
   Common c;
   std::vector<std::string> refs, schemas;
-  std::string resource, target, output, name;
+  std::string resource, target, output, name, database, schema;
   int limit = 0, batch = 500, days = 30, lanes = 2;
   bool latest = false;  // diff SCHEMA.TABLE: the latest two snapshots, not the latest pair
 };
@@ -59,6 +59,8 @@ Setup setup(const std::string& cmd, const Common& c);
 
 std::string fmt(double v, int decimals);
 std::string short_id(const std::string& id);
+// 42s, 5m, 3h12m, 2d4h.
+std::string human_age(int64_t seconds);
 std::string join(const std::vector<std::string>& v, const std::string& sep = ", ");
 evidence::DriftContext context_of(const evidence::StoredSnapshot& a, const evidence::StoredSnapshot& b);
 nlohmann::json snapshot_json(const evidence::StoredSnapshot& s);

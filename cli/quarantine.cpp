@@ -113,13 +113,6 @@ std::string human_bytes(int64_t b) {
   return fmt(v, u == 0 ? 0 : 1) + " " + units[u];
 }
 
-std::string human_age(int64_t s) {
-  if (s < 0) return "-" + human_age(-s);
-  if (s >= 86400) return std::to_string(s / 86400) + "d" + std::to_string(s % 86400 / 3600) + "h";
-  if (s >= 3600) return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
-  if (s >= 60) return std::to_string(s / 60) + "m";
-  return std::to_string(s) + "s";
-}
 
 int64_t server_now(PgSession& db) { return std::stoll(db.exec("SELECT extract(epoch FROM now())::bigint").text(0, 0)); }
 

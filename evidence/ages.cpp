@@ -1,0 +1,59 @@
+#include "evidence/ages.hpp"
+
+namespace predrop::evidence {
+
+std::vector<TableAge> table_ages(PgSession& store, const std::string& store_table, const AgesQuery& q) {
+  const std::string t = store.quote_qualified(store_table);
+  // The store's time, not this machine's: ages are differences of the server's own timestamps.
+  const std::string sql =
+      "WITH s AS (SELECT database_name, schema_name, table_name, reason, captured_at, drop_outcome, schema_hash"
+      "             FROM " + t + " WHERE ($1::text IS NULL OR database_name = $1)"
+      "              AND ($2::text IS NULL OR schema_name = $2)),"
+      " newest AS (SELECT DISTINCT ON (database_name, schema_name, table_name)"
+      "                   database_name, schema_name, table_name, reason, drop_outcome, captured_at"
+      "              FROM s ORDER BY database_name, schema_name, table_name, captured_at DESC),"
+      " agg AS (SELECT database_name, schema_name, table_name,"
+      "                max(captured_at) FILTER (WHERE reason = 'post_create') AS created,"
+      "                min(captured_at) FILTER (WHERE reason = 'baseline') AS baselined,"
+      "                min(captured_at) AS first_seen,"
+      "                count(*) FILTER (WHERE reason = 'post_create'"
+      "                                   AND captured_at >= now() - make_interval(days => $3::int)) AS versions,"
+      "                count(DISTINCT schema_hash) FILTER (WHERE captured_at >= now() - make_interval(days => $3::int)) AS shapes"
+      "           FROM s GROUP BY 1, 2, 3)"
+      " SELECT a.database_name, a.schema_name, a.table_name,"
+      "        to_char(coalesce(a.created, a.baselined, a.first_seen) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+      "        CASE WHEN a.created IS NOT NULL THEN 'post_create' WHEN a.baselined IS NOT NULL THEN 'baseline'"
+      "             ELSE 'first_snapshot' END,"
+      "        a.created IS NULL,"
+      "        floor(extract(epoch FROM now() - coalesce(a.created, a.baselined, a.first_seen)))::bigint,"
+      "        a.versions, a.shapes,"
+      "        to_char(n.captured_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+      "   FROM agg a JOIN newest n USING (database_name, schema_name, table_name)"
+      "  WHERE NOT (n.reason NOT LIKE 'post\\_%' AND n.reason <> 'baseline'"
+      "             AND coalesce(n.drop_outcome, '') IN ('dropped', 'quarantined'))"
+      "  ORDER BY 7 DESC, 1, 2, 3";
+  capture::Params params;
+  params.push_back(q.database ? std::optional<std::string>(*q.database) : std::nullopt);
+  params.push_back(q.schema ? std::optional<std::string>(*q.schema) : std::nullopt);
+  params.push_back(std::to_string(q.window_days));
+  auto r = store.exec(sql, params);
+  std::vector<TableAge> out;
+  out.reserve(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    TableAge a;
+    a.database = r.is_null(i, 0) ? "" : r.text(i, 0);
+    a.schema = r.text(i, 1);
+    a.table = r.text(i, 2);
+    a.since = r.text(i, 3);
+    a.since_from = r.text(i, 4);
+    a.at_least = r.text(i, 5) == "t";
+    a.age_s = std::stoll(r.text(i, 6));
+    a.versions_in_window = std::stoll(r.text(i, 7));
+    a.shapes_in_window = std::stoll(r.text(i, 8));
+    a.last_seen = r.text(i, 9);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace predrop::evidence

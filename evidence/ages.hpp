@@ -1,0 +1,37 @@
+// The age of every table's data (plan 026, phase A: "surface the collected-at age of the tables
+// behind an answer"): when the version a table has now appeared, read from the store alone.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "evidence/store_reader.hpp"
+
+namespace predrop::evidence {
+
+struct TableAge {
+  std::string database, schema, table;
+  // When its current version appeared: the newest post_create, else the first time a baseline
+  // saw it, else its first snapshot; at_least unless a post_create says so exactly.
+  std::string since;          // ISO 8601, UTC
+  std::string since_from;     // post_create | baseline | first_snapshot
+  bool at_least = false;
+  int64_t age_s = 0;
+  int64_t versions_in_window = 0;   // recreates (post_create) within the window
+  int64_t shapes_in_window = 0;     // distinct schema_hash among its snapshots within the window
+  std::string last_seen;      // its newest snapshot, ISO 8601
+};
+
+struct AgesQuery {
+  std::optional<std::string> database, schema;
+  int window_days = 30;
+};
+
+// Each table the store knows and does not know gone (its newest snapshot is not the before of a
+// DROP that went through: drop_outcome dropped or quarantined), oldest data first. One statement,
+// aggregated by the server.
+std::vector<TableAge> table_ages(PgSession& store, const std::string& store_table, const AgesQuery& q);
+
+}  // namespace predrop::evidence

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""predrop ages (issue 25, part 2): when each table's current version appeared, how old it is, how
+many versions it had in the window. A table recreated through predrop gets its age from its
+post_create; then the store's clock is set by hand (captured_at written as the test wants): a table
+recreated three times in 40 days, one only a baseline ever saw ("at least"), one dropped for good
+(not listed), one dropped and created again (listed), filters by database and schema, and the text
+form. Uses tests/hold/holdlib.py."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hold"))
+import holdlib  # noqa: E402
+
+
+def ages(h, *args, fmt="json"):
+    r = subprocess.run([h.bin, "ages", "--store", h.store_conninfo(), "--format", fmt, *args],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        h.fail("ages %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr))
+        return [] if fmt == "json" else ""
+    return json.loads(r.stdout) if fmt == "json" else r.stdout
+
+
+def by_table(rows):
+    return {(r["schema"], r["table"]): r for r in rows}
+
+
+def test(h):
+    h.start_predrop("--hold-timeout-ms", "10000")
+    r = h.psql("CREATE TABLE recien (a int, b text)")
+    h.check(r.rc == 0, "CREATE TABLE through predrop", r)
+    got = h.wait_for(lambda: by_table(ages(h)).get(("public", "recien")), timeout=20)
+    h.check(got is not None and got["since_from"] == "post_create" and not got["at_least"]
+            and 0 <= got["age_s"] < 60 and got["versions_in_window"] == 1 and got["database"] == h.db,
+            "a table created through predrop: its version dates from its post_create, exactly", got)
+
+    # The store's clock, by hand.
+    c = h.connect(h.store_db)
+    with c.cursor() as cur:
+        def snap(schema, table, reason, days_ago, shape="h1", outcome=None, db=h.db):
+            cur.execute("INSERT INTO predrop.schema_snapshots (schema_name, table_name, reason, actor, schema_hash,"
+                        " captured_at, database_name, drop_outcome) VALUES (%s, %s, %s, 'test', %s,"
+                        " now() - %s * interval '1 day', %s, %s)",
+                        (schema, table, reason, shape, days_ago, db, outcome))
+        for d, shape in ((40, "v1"), (20, "v2"), (2, "v3")):
+            snap("datos", "ventas", "pre_drop", d + 0.01, shape, "dropped")
+            snap("datos", "ventas", "post_create", d, shape)
+        snap("datos", "viejas", "baseline", 90, "b1")
+        snap("datos", "viejas", "baseline", 10, "b1")
+        snap("datos", "borrada", "post_create", 30, "x1")
+        snap("datos", "borrada", "pre_drop", 5, "x1", "dropped")
+        snap("datos", "vuelta", "pre_drop", 8, "y1", "quarantined")
+        snap("datos", "vuelta", "post_create", 3, "y2")
+        snap("datos", "ajena", "post_create", 1, "z1", db="otra_base")
+    c.close()
+
+    t = by_table(ages(h, "--database", h.db))
+    v = t.get(("datos", "ventas"))
+    h.check(v is not None and v["since_from"] == "post_create" and not v["at_least"]
+            and 2 * 86400 - 60 <= v["age_s"] <= 2 * 86400 + 60,
+            "recreated three times: its version is the newest recreate's, two days old", v)
+    h.check(v is not None and v["versions_in_window"] == 2 and v["shapes_in_window"] == 2,
+            "two recreates and two shapes within 30 days (the third is 40 days old)", v)
+    o = t.get(("datos", "viejas"))
+    h.check(o is not None and o["since_from"] == "baseline" and o["at_least"]
+            and 90 * 86400 - 60 <= o["age_s"] <= 90 * 86400 + 60 and o["versions_in_window"] == 0,
+            "only a baseline saw it: at least as old as its first sighting, 90 days", o)
+    h.check(("datos", "borrada") not in t, "a table dropped for good is not listed", sorted(t))
+    b = t.get(("datos", "vuelta"))
+    h.check(b is not None and b["since_from"] == "post_create" and 3 * 86400 - 60 <= b["age_s"] <= 3 * 86400 + 60,
+            "dropped (quarantined) and created again: listed, from its post_create", b)
+    h.check(("datos", "ajena") not in t, "--database keeps to one database", sorted(t))
+    ordered = [r["table"] for r in ages(h, "--database", h.db, "--schema", "datos")]
+    h.check(ordered == ["viejas", "vuelta", "ventas"], "--schema keeps to one schema, oldest data first", ordered)
+    wide = by_table(ages(h, "--database", h.db, "--days", "60")).get(("datos", "ventas"))
+    h.check(wide is not None and wide["versions_in_window"] == 3 and wide["window_days"] == 60,
+            "--days 60 counts the three recreates", wide)
+    text = ages(h, "--database", h.db, "--schema", "datos", fmt="text")
+    h.check("datos.viejas  at least 90d0h old  since " in text and "(baseline)" in text
+            and "datos.ventas  2d0h old" in text and "2 versions and 2 shapes in 30 days" in text,
+            "the text form says 'at least' and the window", text)
+    bad = subprocess.run([h.bin, "ages", "--store", h.store_conninfo(), "--days", "0"], capture_output=True, text=True)
+    h.check(bad.returncode == 2 and "--days" in bad.stderr, "a window under a day: a clear error",
+            (bad.returncode, bad.stderr))
+
+
+if __name__ == "__main__":
+    holdlib.main(test, "ages")
