@@ -287,33 +287,40 @@ BEGIN
                            AND o.refclassid = 'pg_class'::regclass AND o.refobjid = ANY($2) AND o.deptype IN ('a', 'i')) AS rels,
                ARRAY(SELECT c.reltype FROM pg_class c WHERE c.oid = ANY($2)
                      UNION ALL SELECT ty.typarray FROM pg_type ty JOIN pg_class c ON c.reltype = ty.oid
-                     WHERE c.oid = ANY($2)) AS types)
+                     WHERE c.oid = ANY($2)) AS types),
+      pieces AS (
+        SELECT tableoid AS classid, oid AS objid FROM pg_trigger WHERE tgrelid = ANY($1)
+        UNION ALL SELECT tableoid, oid FROM pg_rewrite WHERE ev_class = ANY($1)
+        UNION ALL SELECT tableoid, oid FROM pg_constraint WHERE conrelid = ANY($1)
+        UNION ALL SELECT tableoid, oid FROM pg_attrdef WHERE adrelid = ANY($1)),
+      -- The pieces with a normal dependency on something that does not move.
+      outward AS (
+        SELECT DISTINCT dep.classid, dep.objid FROM pieces p JOIN pg_depend dep USING (classid, objid), inner_set s
+         WHERE dep.deptype = 'n'
+           AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(s.rels))
+           AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY(s.types))),
+      -- A trigger's or a rule's state other than enabled, as ALTER TABLE says it.
+      enabling (state, words) AS (VALUES ('D'::"char", 'DISABLE'), ('R', 'ENABLE REPLICA'), ('A', 'ENABLE ALWAYS'))
       SELECT coalesce(jsonb_agg(p.piece ORDER BY p.ord, p.piece->>'on', p.piece->>'name'), '[]') FROM (
-        SELECT 1 AS ord, jsonb_build_object('kind', 'trigger', 'name', tg.tgname::text, 'on', tg.tgrelid::regclass::text, 'on_oid', tg.tgrelid::bigint,
-            'definition', pg_get_triggerdef(tg.oid) || ';' || CASE tg.tgenabled
-              WHEN 'D' THEN format(' ALTER TABLE %s DISABLE TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
-              WHEN 'R' THEN format(' ALTER TABLE %s ENABLE REPLICA TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
-              WHEN 'A' THEN format(' ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', tg.tgrelid::regclass, tg.tgname)
-              ELSE '' END,
+        SELECT 1 AS ord, jsonb_build_object('kind', 'trigger', 'name', tg.tgname::text, 'on', tg.tgrelid::regclass::text,
+            'on_oid', tg.tgrelid::bigint,
+            'definition', pg_get_triggerdef(tg.oid) || ';'
+                          || CASE WHEN e.words IS NULL THEN ''
+                                  ELSE format(' ALTER TABLE %s %s TRIGGER %I;', tg.tgrelid::regclass, e.words, tg.tgname) END,
             'drop', format('DROP TRIGGER %I ON %s', tg.tgname, tg.tgrelid::regclass)) AS piece
-          FROM pg_trigger tg WHERE tg.tgrelid = ANY($1) AND NOT tg.tgisinternal AND tg.tgparentid = 0
-            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_trigger'::regclass AND dep.objid = tg.oid
-                          AND dep.deptype = 'n'
-                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
-                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+          FROM pg_trigger tg LEFT JOIN enabling e ON e.state = tg.tgenabled
+         WHERE tg.tgrelid = ANY($1) AND NOT tg.tgisinternal AND tg.tgparentid = 0
+           AND (tg.tableoid, tg.oid) IN (SELECT classid, objid FROM outward)
         UNION ALL
-        SELECT 2, jsonb_build_object('kind', 'rule', 'name', rw.rulename::text, 'on', rw.ev_class::regclass::text, 'on_oid', rw.ev_class::bigint,
-            'definition', pg_get_ruledef(rw.oid) || CASE rw.ev_enabled
-              WHEN 'D' THEN format(' ALTER TABLE %s DISABLE RULE %I;', rw.ev_class::regclass, rw.rulename)
-              WHEN 'R' THEN format(' ALTER TABLE %s ENABLE REPLICA RULE %I;', rw.ev_class::regclass, rw.rulename)
-              WHEN 'A' THEN format(' ALTER TABLE %s ENABLE ALWAYS RULE %I;', rw.ev_class::regclass, rw.rulename)
-              ELSE '' END,
+        SELECT 2, jsonb_build_object('kind', 'rule', 'name', rw.rulename::text, 'on', rw.ev_class::regclass::text,
+            'on_oid', rw.ev_class::bigint,
+            'definition', pg_get_ruledef(rw.oid)
+                          || CASE WHEN e.words IS NULL THEN ''
+                                  ELSE format(' ALTER TABLE %s %s RULE %I;', rw.ev_class::regclass, e.words, rw.rulename) END,
             'drop', format('DROP RULE %I ON %s', rw.rulename, rw.ev_class::regclass))
-          FROM pg_rewrite rw WHERE rw.ev_class = ANY($1) AND rw.rulename <> '_RETURN'
-            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_rewrite'::regclass AND dep.objid = rw.oid
-                          AND dep.deptype = 'n'
-                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
-                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+          FROM pg_rewrite rw LEFT JOIN enabling e ON e.state = rw.ev_enabled
+         WHERE rw.ev_class = ANY($1) AND rw.rulename <> '_RETURN'
+           AND (rw.tableoid, rw.oid) IN (SELECT classid, objid FROM outward)
         UNION ALL
         SELECT 3, jsonb_build_object('kind', CASE co.contype WHEN 'f' THEN 'foreign_key' ELSE 'check' END,
             'name', co.conname::text, 'on', co.conrelid::regclass::text, 'on_oid', co.conrelid::bigint,
@@ -321,23 +328,19 @@ BEGIN
                           ELSE format('ALTER TABLE %s ADD CONSTRAINT %I %s;', co.conrelid::regclass, co.conname,
                                       pg_get_constraintdef(co.oid)) END,
             'drop', format('ALTER TABLE %s DROP CONSTRAINT %I', co.conrelid::regclass, co.conname))
-          FROM pg_constraint co WHERE co.conrelid = ANY($1) AND co.contype IN ('f', 'c')
-            AND (co.conparentid = 0 OR co.oid = ANY($3)) AND co.conislocal AND co.coninhcount = 0
-            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_constraint'::regclass AND dep.objid = co.oid
-                          AND dep.deptype = 'n'
-                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
-                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+          FROM pg_constraint co
+         WHERE co.conrelid = ANY($1) AND co.contype IN ('f', 'c')
+           AND (co.conparentid = 0 OR co.oid = ANY($3)) AND co.conislocal AND co.coninhcount = 0
+           AND (co.tableoid, co.oid) IN (SELECT classid, objid FROM outward)
         UNION ALL
-        SELECT 4, jsonb_build_object('kind', 'default', 'name', a.attname::text, 'on', ad.adrelid::regclass::text, 'on_oid', ad.adrelid::bigint,
+        SELECT 4, jsonb_build_object('kind', 'default', 'name', a.attname::text, 'on', ad.adrelid::regclass::text,
+            'on_oid', ad.adrelid::bigint,
             'definition', format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s;', ad.adrelid::regclass, a.attname,
                                  pg_get_expr(ad.adbin, ad.adrelid)),
             'drop', format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', ad.adrelid::regclass, a.attname))
           FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-          WHERE ad.adrelid = ANY($1) AND a.attgenerated = ''
-            AND EXISTS (SELECT 1 FROM pg_depend dep WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = ad.oid
-                          AND dep.deptype = 'n'
-                          AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY((SELECT rels FROM inner_set)::oid[]))
-                          AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY((SELECT types FROM inner_set)::oid[])))
+         WHERE ad.adrelid = ANY($1) AND a.attgenerated = ''
+           AND (ad.tableoid, ad.oid) IN (SELECT classid, objid FROM outward)
         UNION ALL
         SELECT 5, jsonb_build_object('kind', 'grant', 'name', g.grantee::regrole::text, 'on', g.relid::regclass::text, 'on_oid', g.relid::bigint,
             'definition', string_agg(format('GRANT %s%s ON %s TO %s%s;', g.privilege_type,
