@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "capture/capture.hpp"
+#include "cli/ages_metric.hpp"
 #include "cli/baseline_schedule.hpp"
 #include "cli/evidence.hpp"
 #include "cli/quarantine.hpp"
@@ -123,7 +124,9 @@ int main(int argc, char** argv) {
   flags(*cfg);
   predrop::cli::BaselineSchedule baseline(cfg, sf.config_path, flags);
   predrop::cli::QuarantinePurger purger(cfg, sf.config_path, flags);
+  predrop::cli::AgesMetric ages(cfg);
   int rc = predrop::proxy::serve(cfg, sf.config_path, flags);
+  ages.stop();
   purger.stop();
   baseline.stop();
   return rc;

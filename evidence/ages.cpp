@@ -2,10 +2,14 @@
 
 namespace predrop::evidence {
 
-std::vector<TableAge> table_ages(PgSession& store, const std::string& store_table, const AgesQuery& q) {
+namespace {
+
+// Columns: database, schema, table, since, since_from, at_least, age_s, versions, shapes, last_seen.
+// $1 database or NULL, $2 schema or NULL, $3 the window in days.
+std::string ages_sql(PgSession& store, const std::string& store_table) {
   const std::string t = store.quote_qualified(store_table);
   // The store's time, not this machine's: ages are differences of the server's own timestamps.
-  const std::string sql =
+  return
       "WITH s AS (SELECT database_name, schema_name, table_name, reason, captured_at, drop_outcome, schema_hash"
       "             FROM " + t + " WHERE ($1::text IS NULL OR database_name = $1)"
       "              AND ($2::text IS NULL OR schema_name = $2)),"
@@ -32,11 +36,20 @@ std::vector<TableAge> table_ages(PgSession& store, const std::string& store_tabl
       "  WHERE NOT (n.reason NOT LIKE 'post\\_%' AND n.reason <> 'baseline'"
       "             AND coalesce(n.drop_outcome, '') IN ('dropped', 'quarantined'))"
       "  ORDER BY 7 DESC, 1, 2, 3";
+}
+
+capture::Params ages_params(const AgesQuery& q) {
   capture::Params params;
   params.push_back(q.database ? std::optional<std::string>(*q.database) : std::nullopt);
   params.push_back(q.schema ? std::optional<std::string>(*q.schema) : std::nullopt);
   params.push_back(std::to_string(q.window_days));
-  auto r = store.exec(sql, params);
+  return params;
+}
+
+}  // namespace
+
+std::vector<TableAge> table_ages(PgSession& store, const std::string& store_table, const AgesQuery& q) {
+  auto r = store.exec(ages_sql(store, store_table), ages_params(q));
   std::vector<TableAge> out;
   out.reserve(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
@@ -52,6 +65,27 @@ std::vector<TableAge> table_ages(PgSession& store, const std::string& store_tabl
     a.shapes_in_window = std::stoll(r.text(i, 8));
     a.last_seen = r.text(i, 9);
     out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<AgeHistogram> age_histograms(PgSession& store, const std::string& store_table,
+                                         const std::vector<int64_t>& bounds) {
+  std::string sql = "SELECT a.database_name, a.schema_name";
+  for (int64_t b : bounds) sql += ", count(*) FILTER (WHERE a.age_s <= " + std::to_string(b) + ")";
+  sql += ", count(*), coalesce(sum(a.age_s), 0) FROM (" + ages_sql(store, store_table) +
+         ") a (database_name, schema_name, table_name, since, since_from, at_least, age_s, versions, shapes, last_seen)"
+         " GROUP BY 1, 2 ORDER BY 1, 2";
+  auto r = store.exec(sql, ages_params(AgesQuery{}));
+  std::vector<AgeHistogram> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    AgeHistogram h;
+    h.database = r.is_null(i, 0) ? "" : r.text(i, 0);
+    h.schema = r.text(i, 1);
+    for (size_t b = 0; b < bounds.size(); ++b) h.cumulative.push_back(std::stoll(r.text(i, 2 + static_cast<int>(b))));
+    h.count = std::stoll(r.text(i, 2 + static_cast<int>(bounds.size())));
+    h.sum_s = std::stoll(r.text(i, 3 + static_cast<int>(bounds.size())));
+    out.push_back(std::move(h));
   }
   return out;
 }

@@ -34,4 +34,14 @@ struct AgesQuery {
 // aggregated by the server.
 std::vector<TableAge> table_ages(PgSession& store, const std::string& store_table, const AgesQuery& q);
 
+// The same tables' ages as a histogram per database and schema: cumulative counts at each bound
+// (seconds, ascending), as Prometheus buckets are.
+struct AgeHistogram {
+  std::string database, schema;
+  std::vector<int64_t> cumulative;
+  int64_t count = 0, sum_s = 0;
+};
+std::vector<AgeHistogram> age_histograms(PgSession& store, const std::string& store_table,
+                                         const std::vector<int64_t>& bounds);
+
 }  // namespace predrop::evidence

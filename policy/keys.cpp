@@ -216,6 +216,9 @@ std::vector<ConfigKey> build_config_keys() {
   k.push_back(int_key<Config>("quarantine.lock_timeout_ms",
                               [](auto& c) -> auto& { return c.quarantine_lock_timeout_ms; }, 1, 60000, sighup));
 
+  k.push_back(int_key<Config>("metrics.ages_interval_s", [](auto& c) -> auto& { return c.metrics_ages_interval_s; },
+                              0, 86400, restart));
+
   k.push_back(enum_key<Config>("default.action", [](auto& c) -> auto& { return c.default_rule.action; }, kActions,
                                sighup));
   k.push_back(enum_key<Config>("default.on_failure", [](auto& c) -> auto& { return c.default_rule.on_failure; },

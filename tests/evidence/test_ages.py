@@ -4,7 +4,7 @@ many versions it had in the window. A table recreated through predrop gets its a
 post_create; then the store's clock is set by hand (captured_at written as the test wants): a table
 recreated three times in 40 days, one only a baseline ever saw ("at least"), one dropped for good
 (not listed), one dropped and created again (listed), filters by database and schema, and the text
-form. Uses tests/hold/holdlib.py."""
+form; then predrop_table_version_age_seconds on /metrics, as serve reads it. Uses tests/hold/holdlib.py."""
 import json
 import os
 import subprocess
@@ -28,7 +28,8 @@ def by_table(rows):
 
 
 def test(h):
-    h.start_predrop("--hold-timeout-ms", "10000")
+    # The metric is read from the store every second here (300 s by default).
+    h.start_predrop("--hold-timeout-ms", "10000", config="metrics:\n  ages_interval_s: 1\n")
     r = h.psql("CREATE TABLE recien (a int, b text)")
     h.check(r.rc == 0, "CREATE TABLE through predrop", r)
     got = h.wait_for(lambda: by_table(ages(h)).get(("public", "recien")), timeout=20)
@@ -81,6 +82,20 @@ def test(h):
     h.check("datos.viejas  at least 90d0h old  since " in text and "(baseline)" in text
             and "datos.ventas  2d0h old" in text and "2 versions and 2 shapes in 30 days" in text,
             "the text form says 'at least' and the window", text)
+
+    # /metrics: the same ages as a histogram per database and schema, read by serve on its own.
+    def bucket(schema, le):
+        return h.metric("predrop_table_version_age_seconds_bucket", 'database="%s",schema="%s",le="%s"' % (h.db, schema, le))
+    want = {"86400": 0, "604800": 2, "2592000": 2, "15552000": 3, "+Inf": 3}
+    got = h.wait_for(lambda: (lambda g: g if g == want else None)({le: bucket("datos", le) for le in want}), timeout=20)
+    h.check(got == want, "predrop_table_version_age_seconds: datos's three live tables in their buckets",
+            {le: bucket("datos", le) for le in want})
+    h.check(h.metric("predrop_table_version_age_seconds_count", 'database="%s",schema="datos"' % h.db) == 3 and
+            bucket("public", "3600") == 1, "its count, and the table created a moment ago in the first bucket")
+    text = h.metrics()
+    h.check("# TYPE predrop_table_version_age_seconds histogram" in text and 'database="otra_base"' in text,
+            "a histogram, with every database the store knows")
+
     bad = subprocess.run([h.bin, "ages", "--store", h.store_conninfo(), "--days", "0"], capture_output=True, text=True)
     h.check(bad.returncode == 2 and "--days" in bad.stderr, "a window under a day: a clear error",
             (bad.returncode, bad.stderr))

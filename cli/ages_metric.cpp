@@ -1,0 +1,82 @@
+#include "cli/ages_metric.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "proxy/ages_metrics.hpp"
+
+namespace predrop::cli {
+
+namespace {
+
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_table_ages(const std::vector<evidence::AgeHistogram>& histograms) {
+  const std::string name = "predrop_table_version_age_seconds";
+  std::string out = "# HELP " + name +
+                    " Age of each table's current version (its newest post_create, else its first sighting), per "
+                    "database and schema, read from the store every metrics.ages_interval_s.\n# TYPE " + name +
+                    " histogram\n";
+  for (const auto& h : histograms) {
+    const std::string labels = "database=\"" + label_value(h.database) + "\",schema=\"" + label_value(h.schema) + "\"";
+    for (size_t i = 0; i < kTableAgeBounds.size() && i < h.cumulative.size(); ++i)
+      out += name + "_bucket{" + labels + ",le=\"" + std::to_string(kTableAgeBounds[i]) + "\"} " +
+             std::to_string(h.cumulative[i]) + "\n";
+    out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(h.count) + "\n";
+    out += name + "_sum{" + labels + "} " + std::to_string(h.sum_s) + "\n";
+    out += name + "_count{" + labels + "} " + std::to_string(h.count) + "\n";
+  }
+  return out;
+}
+
+AgesMetric::AgesMetric(std::shared_ptr<const policy::Config> config) : cfg_(std::move(config)) {
+  if (cfg_->metrics_ages_interval_s > 0 && !cfg_->store_conninfo.empty()) thread_ = std::thread([this] { run(); });
+}
+
+AgesMetric::~AgesMetric() { stop(); }
+
+void AgesMetric::stop() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void AgesMetric::run() {
+  const auto period = std::chrono::seconds(cfg_->metrics_ages_interval_s);
+  // serve names its logger once it starts; what this thread says goes there.
+  for (std::unique_lock lock(m_); !spdlog::get("predrop");)
+    if (cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; })) return;
+  bool warned = false;
+  for (;;) {
+    try {
+      evidence::PgSession store(cfg_->store_conninfo, "predrop-ages", "-c default_transaction_read_only=on");
+      proxy::set_table_age_metrics(render_table_ages(evidence::age_histograms(store, cfg_->store_table, kTableAgeBounds)));
+      if (warned) spdlog::get("predrop")->info("table ages read from the store again");
+      warned = false;
+    } catch (const std::exception& e) {
+      if (!warned) spdlog::get("predrop")->warn("table ages not read from the store (predrop_table_version_age_seconds keeps its last values): {}", e.what());
+      warned = true;
+    }
+    std::unique_lock lock(m_);
+    if (cv_.wait_for(lock, period, [this] { return stop_; })) return;
+  }
+}
+
+}  // namespace predrop::cli

@@ -1,0 +1,46 @@
+// predrop_table_version_age_seconds inside serve (issue 25): every metrics.ages_interval_s one
+// aggregated read of the store (evidence/ages.hpp) gives each database and schema the histogram of
+// its tables' current-version ages, which /metrics then serves as it is (proxy/ages_metrics.hpp).
+// Its own thread and connection: the relay never waits for it. A failed read keeps the last
+// histogram and is logged once until a read succeeds again.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "evidence/ages.hpp"
+#include "policy/policy.hpp"
+
+namespace predrop::cli {
+
+// Buckets that suit days to months: an hour, 6 hours, a day, 3 days, a week, 2 weeks, 30, 60,
+// 90 and 180 days, a year.
+inline const std::vector<int64_t> kTableAgeBounds = {3600,    21600,   86400,   259200,   604800,  1209600,
+                                                     2592000, 5184000, 7776000, 15552000, 31536000};
+
+// The exposition text of the histograms (label values escaped as the text format wants).
+std::string render_table_ages(const std::vector<evidence::AgeHistogram>& histograms);
+
+class AgesMetric {
+ public:
+  explicit AgesMetric(std::shared_ptr<const policy::Config> config);
+  ~AgesMetric();
+  AgesMetric(const AgesMetric&) = delete;
+  AgesMetric& operator=(const AgesMetric&) = delete;
+  void stop();
+
+ private:
+  void run();
+  std::shared_ptr<const policy::Config> cfg_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace predrop::cli
