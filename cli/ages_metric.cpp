@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "proxy/ages_metrics.hpp"
@@ -63,10 +64,19 @@ void AgesMetric::run() {
   // serve names its logger once it starts; what this thread says goes there.
   for (std::unique_lock lock(m_); !spdlog::get("predrop");)
     if (cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; })) return;
+  // The first read waits a little: serve migrates the store as it starts, and a sidecar that only
+  // starts and stops never reads at all.
+  {
+    std::unique_lock lock(m_);
+    if (cv_.wait_for(lock, std::min<std::chrono::seconds>(period, std::chrono::seconds(5)), [this] { return stop_; }))
+      return;
+  }
   bool warned = false;
   for (;;) {
     try {
-      evidence::PgSession store(cfg_->store_conninfo, "predrop-ages", "-c default_transaction_read_only=on");
+      // Read-only, and never queued for long behind a lock on the store (stop() joins this thread).
+      evidence::PgSession store(cfg_->store_conninfo, "predrop-ages",
+                                "-c default_transaction_read_only=on -c lock_timeout=1000 -c statement_timeout=60000");
       proxy::set_table_age_metrics(render_table_ages(evidence::age_histograms(store, cfg_->store_table, kTableAgeBounds)));
       if (warned) spdlog::get("predrop")->info("table ages read from the store again");
       warned = false;
