@@ -4,37 +4,42 @@ namespace predrop::evidence {
 
 namespace {
 
+// A row that is the before of a DROP that went through.
+constexpr const char* kCompletedDrop =
+    "reason NOT LIKE 'post\\_%' AND reason <> 'baseline' AND coalesce(drop_outcome, '') IN ('dropped', 'quarantined')";
+
 // Columns: database, schema, table, since, since_from, at_least, age_s, versions, shapes, last_seen.
 // $1 database or NULL, $2 schema or NULL, $3 the window in days.
-std::string ages_sql(PgSession& store, const std::string& store_table) {
+// counts false: versions and shapes are 0 (the metric needs neither, and count DISTINCT sorts).
+std::string ages_sql(PgSession& store, const std::string& store_table, bool counts = true) {
   const std::string t = store.quote_qualified(store_table);
   // The store's time, not this machine's: ages are differences of the server's own timestamps.
+  // One pass of hash aggregation, no sort: a table is gone when its newest snapshot is the before of
+  // a DROP that went through (gone_at is its newest such, alive_at its newest other). The metric
+  // reads only the ages.
   return
-      "WITH s AS (SELECT database_name, schema_name, table_name, reason, captured_at, drop_outcome, schema_hash"
-      "             FROM " + t + " WHERE ($1::text IS NULL OR database_name = $1)"
-      "              AND ($2::text IS NULL OR schema_name = $2)),"
-      " newest AS (SELECT DISTINCT ON (database_name, schema_name, table_name)"
-      "                   database_name, schema_name, table_name, reason, drop_outcome, captured_at"
-      "              FROM s ORDER BY database_name, schema_name, table_name, captured_at DESC),"
-      " agg AS (SELECT database_name, schema_name, table_name,"
+      "WITH agg AS (SELECT database_name, schema_name, table_name,"
       "                max(captured_at) FILTER (WHERE reason = 'post_create') AS created,"
       "                min(captured_at) FILTER (WHERE reason = 'baseline') AS baselined,"
-      "                min(captured_at) AS first_seen,"
+      "                min(captured_at) AS first_seen, max(captured_at) AS last_seen,"
+      "                max(captured_at) FILTER (WHERE " + std::string(kCompletedDrop) + ") AS gone_at,"
+      "                max(captured_at) FILTER (WHERE NOT (" + kCompletedDrop + ")) AS alive_at,"
+      + std::string(counts ?
       "                count(*) FILTER (WHERE reason = 'post_create'"
       "                                   AND captured_at >= now() - make_interval(days => $3::int)) AS versions,"
       "                count(DISTINCT schema_hash) FILTER (WHERE captured_at >= now() - make_interval(days => $3::int)) AS shapes"
-      "           FROM s GROUP BY 1, 2, 3)"
-      " SELECT a.database_name, a.schema_name, a.table_name,"
-      "        to_char(coalesce(a.created, a.baselined, a.first_seen) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-      "        CASE WHEN a.created IS NOT NULL THEN 'post_create' WHEN a.baselined IS NOT NULL THEN 'baseline'"
+      : "                0 AS versions, 0 * $3::int AS shapes") +
+      "           FROM " + t + " WHERE ($1::text IS NULL OR database_name = $1) AND ($2::text IS NULL OR schema_name = $2)"
+      "          GROUP BY 1, 2, 3)"
+      " SELECT database_name, schema_name, table_name,"
+      "        to_char(coalesce(created, baselined, first_seen) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+      "        CASE WHEN created IS NOT NULL THEN 'post_create' WHEN baselined IS NOT NULL THEN 'baseline'"
       "             ELSE 'first_snapshot' END,"
-      "        a.created IS NULL,"
-      "        floor(extract(epoch FROM now() - coalesce(a.created, a.baselined, a.first_seen)))::bigint,"
-      "        a.versions, a.shapes,"
-      "        to_char(n.captured_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-      "   FROM agg a JOIN newest n USING (database_name, schema_name, table_name)"
-      "  WHERE NOT (n.reason NOT LIKE 'post\\_%' AND n.reason <> 'baseline'"
-      "             AND coalesce(n.drop_outcome, '') IN ('dropped', 'quarantined'))"
+      "        created IS NULL,"
+      "        floor(extract(epoch FROM now() - coalesce(created, baselined, first_seen)))::bigint,"
+      "        versions, shapes,"
+      "        to_char(last_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+      "   FROM agg WHERE gone_at IS NULL OR alive_at > gone_at"
       "  ORDER BY 7 DESC, 1, 2, 3";
 }
 
@@ -73,7 +78,7 @@ std::vector<AgeHistogram> age_histograms(PgSession& store, const std::string& st
                                          const std::vector<int64_t>& bounds) {
   std::string sql = "SELECT a.database_name, a.schema_name";
   for (int64_t b : bounds) sql += ", count(*) FILTER (WHERE a.age_s <= " + std::to_string(b) + ")";
-  sql += ", count(*), coalesce(sum(a.age_s), 0) FROM (" + ages_sql(store, store_table) +
+  sql += ", count(*), coalesce(sum(a.age_s), 0) FROM (" + ages_sql(store, store_table, false) +
          ") a (database_name, schema_name, table_name, since, since_from, at_least, age_s, versions, shapes, last_seen)"
          " GROUP BY 1, 2 ORDER BY 1, 2";
   auto r = store.exec(sql, ages_params(AgesQuery{}));
