@@ -254,6 +254,10 @@ void Session::fail_startup(std::string_view sqlstate, std::string message, std::
 }
 
 void Session::connect_upstream() {
+  // The client's part of the startup is done: limits.startup_timeout_ms bounds the client only.
+  // What follows is the server's (a refusal, TLS, authentication: authentication_timeout), and a
+  // loaded server that answers late must still be heard, not cut off in silence.
+  if (startup_timer_) startup_timer_->cancel();
   // A numeric upstream needs no resolver (asio runs getaddrinfo on a thread of its own: a
   // round trip to another thread and its allocations for every client).
   boost::system::error_code numeric_ec;
