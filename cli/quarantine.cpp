@@ -113,7 +113,6 @@ std::string human_bytes(int64_t b) {
   return fmt(v, u == 0 ? 0 : 1) + " " + units[u];
 }
 
-
 int64_t server_now(PgSession& db) { return std::stoll(db.exec("SELECT extract(epoch FROM now())::bigint").text(0, 0)); }
 
 bool relation_exists(PgSession& db, const std::string& schema, const std::string& name) {
