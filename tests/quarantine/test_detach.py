@@ -27,17 +27,21 @@ def pieces_on(q, rel):
     }
 
 
-def test(q):
-    owner, reader = q.role("owner"), q.role("reader")
-    q.owner(f"""
-      CREATE TABLE public.provinces (id int PRIMARY KEY);
-      INSERT INTO public.provinces SELECT generate_series(1, 5);
+# What the sales tables use: each of these a quarantined table would keep from being dropped.
+OBJECTS = """
+      CREATE TABLE public.provinces (id int PRIMARY KEY); INSERT INTO public.provinces SELECT generate_series(1, 5);
       CREATE TABLE public.audit (at timestamptz, what text);
       CREATE SEQUENCE public.shared_ids;
       CREATE FUNCTION public.stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.note := 'x'; RETURN NEW; END $$;
       CREATE FUNCTION public.positive(numeric) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > 0';
       CREATE FUNCTION public.region() RETURNS text LANGUAGE sql AS $$ SELECT 'north' $$;
-      CREATE TABLE public.sales (
+"""
+
+
+def test(q):
+    owner, reader = q.role("owner"), q.role("reader")
+    q.owner(f"""
+{OBJECTS}      CREATE TABLE public.sales (
         id int PRIMARY KEY DEFAULT nextval('public.shared_ids'),
         own_id serial,
         province int CONSTRAINT sales_province_fk REFERENCES public.provinces (id),
@@ -95,15 +99,9 @@ def test(q):
             "and reports each piece whose object is gone", missing)
 
     # The round trip with every object still there: undrop puts every piece back as it was.
-    q.owner("""
+    q.owner(f"""
       DROP TABLE public.sales;
-      CREATE TABLE public.provinces (id int PRIMARY KEY); INSERT INTO public.provinces SELECT generate_series(1, 5);
-      CREATE TABLE public.audit (at timestamptz, what text);
-      CREATE SEQUENCE public.shared_ids;
-      CREATE FUNCTION public.stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.note := 'x'; RETURN NEW; END $$;
-      CREATE FUNCTION public.positive(numeric) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > 0';
-      CREATE FUNCTION public.region() RETURNS text LANGUAGE sql AS $$ SELECT 'north' $$;
-      CREATE TABLE public.sales (
+{OBJECTS}      CREATE TABLE public.sales (
         id int PRIMARY KEY DEFAULT nextval('public.shared_ids'),
         province int CONSTRAINT sales_province_fk REFERENCES public.provinces (id),
         amount numeric CONSTRAINT sales_amount_positive CHECK (public.positive(amount)),
