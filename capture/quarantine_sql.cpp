@@ -212,6 +212,7 @@ BEGIN
     members := '[]';
     detail := NULL;
     may_point_out := false;
+    inherited := '{}';
     FOREACH m IN ARRAY tree LOOP
       SELECT c.relname, n.nspname, obj_description(c.oid, 'pg_class') AS comment,
              CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound,
@@ -272,11 +273,10 @@ BEGIN
     -- defaults that use an object that stays behind, and grants to other roles. The server's DROP
     -- takes them along; kept in quarantine they would make a later DROP FUNCTION, DROP TABLE or
     -- DROP ROLE fail that succeeds direct. Each is recorded with its definition (on, on_oid: the
-    -- relation it belongs to, as named now) for undrop, then dropped. Cloned pieces follow their
-    -- parent's.
-    -- Read only when the tables have any such piece (flags read with their names above), and as
-    -- dynamic SQL, so a table with none pays neither its planning nor its parsing: the block is
-    -- compiled anew at every DROP.
+    -- relation it belongs to, as named now) for undrop, then dropped; cloned pieces follow their
+    -- parent's. Read only when the tables have any such piece (may_point_out, read with their
+    -- names), and as dynamic SQL: the block is compiled anew at every DROP, so a table with none
+    -- pays neither the statement's parsing nor its planning.
     IF may_point_out THEN
       EXECUTE $predrop_d$
       WITH inner_set AS (

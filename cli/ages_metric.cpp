@@ -59,34 +59,36 @@ void AgesMetric::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool AgesMetric::stopped_within(std::chrono::milliseconds wait) {
+  std::unique_lock lock(m_);
+  return cv_.wait_for(lock, wait, [this] { return stop_; });
+}
+
 void AgesMetric::run() {
-  const auto period = std::chrono::seconds(cfg_->metrics_ages_interval_s);
+  const std::chrono::milliseconds period = std::chrono::seconds(cfg_->metrics_ages_interval_s);
   // serve names its logger once it starts; what this thread says goes there.
-  for (std::unique_lock lock(m_); !spdlog::get("predrop");)
-    if (cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; })) return;
+  while (!spdlog::get("predrop"))
+    if (stopped_within(std::chrono::milliseconds(20))) return;
+  auto log = spdlog::get("predrop");
   // The first read waits a little: serve migrates the store as it starts, and a sidecar that only
   // starts and stops never reads at all.
-  {
-    std::unique_lock lock(m_);
-    if (cv_.wait_for(lock, std::min<std::chrono::seconds>(period, std::chrono::seconds(5)), [this] { return stop_; }))
-      return;
-  }
+  if (stopped_within(std::min<std::chrono::milliseconds>(period, std::chrono::seconds(5)))) return;
   bool warned = false;
-  for (;;) {
+  do {
     try {
       // Read-only, and never queued for long behind a lock on the store (stop() joins this thread).
       evidence::PgSession store(cfg_->store_conninfo, "predrop-ages",
                                 "-c default_transaction_read_only=on -c lock_timeout=1000 -c statement_timeout=60000");
       proxy::set_table_age_metrics(render_table_ages(evidence::age_histograms(store, cfg_->store_table, kTableAgeBounds)));
-      if (warned) spdlog::get("predrop")->info("table ages read from the store again");
+      if (warned) log->info("table ages read from the store again");
       warned = false;
     } catch (const std::exception& e) {
-      if (!warned) spdlog::get("predrop")->warn("table ages not read from the store (predrop_table_version_age_seconds keeps its last values): {}", e.what());
+      if (!warned)
+        log->warn("table ages not read from the store (predrop_table_version_age_seconds keeps its last values): {}",
+                  e.what());
       warned = true;
     }
-    std::unique_lock lock(m_);
-    if (cv_.wait_for(lock, period, [this] { return stop_; })) return;
-  }
+  } while (!stopped_within(period));
 }
 
 }  // namespace predrop::cli

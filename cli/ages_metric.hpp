@@ -5,6 +5,7 @@
 // histogram and is logged once until a read succeeds again.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -36,6 +37,7 @@ class AgesMetric {
 
  private:
   void run();
+  bool stopped_within(std::chrono::milliseconds wait);   // waits; true once stop() was called
   std::shared_ptr<const policy::Config> cfg_;
   std::mutex m_;
   std::condition_variable cv_;

@@ -14,7 +14,6 @@
 
 namespace predrop::parser {
 
-
 // A name as the server would see it: unquoted identifiers already folded to lower case,
 // quoted ones kept exactly. schema is empty when the statement did not qualify the name.
 struct RelationName {

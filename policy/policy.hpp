@@ -144,9 +144,9 @@ struct Config {
   uint64_t quarantine_max_bytes = 0;      // 0: no cap
   int64_t quarantine_max_tables = 0;      // 0: no cap
   int quarantine_purge_interval_s = 60;
+  int quarantine_lock_timeout_ms = 100;
   // Seconds between the store reads behind predrop_table_version_age_seconds; 0: no such metric.
   int metrics_ages_interval_s = 300;
-  int quarantine_lock_timeout_ms = 100;
   std::vector<Rule> rules;         // first match wins
   Rule default_rule;               // when none matches
 

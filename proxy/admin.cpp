@@ -14,9 +14,9 @@
 #include <sstream>
 #include <thread>
 
+#include "proxy/ages_metrics.hpp"
 #include "proxy/hold.hpp"
 #include "proxy/metrics.hpp"
-#include "proxy/ages_metrics.hpp"
 #include "proxy/quarantine_metrics.hpp"
 
 #ifndef PREDROP_VERSION

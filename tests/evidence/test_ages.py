@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """predrop ages (issue 25, part 2): when each table's current version appeared, how old it is, how
 many versions it had in the window. A table recreated through predrop gets its age from its
-post_create; then the store's clock is set by hand (captured_at written as the test wants): a table
+post_create, one made beside it from its first baseline ("at least"); then the store's clock is set by hand (captured_at written as the test wants): a table
 recreated three times in 40 days, one only a baseline ever saw ("at least"), one dropped for good
 (not listed), one dropped and created again (listed), filters by database and schema, and the text
 form; then predrop_table_version_age_seconds on /metrics, as serve reads it. Uses tests/hold/holdlib.py."""
@@ -36,6 +36,15 @@ def test(h):
     h.check(got is not None and got["since_from"] == "post_create" and not got["at_least"]
             and 0 <= got["age_s"] < 60 and got["versions_in_window"] == 1 and got["database"] == h.db,
             "a table created through predrop: its version dates from its post_create, exactly", got)
+
+    # A table predrop never saw made: its first sighting is a baseline's, so its age is "at least".
+    h.exec("CREATE TABLE antigua (a int)")
+    bl = subprocess.run([h.bin, "baseline", "--target", h.conninfo(), "--schema", "public", "--store", h.store_conninfo()],
+                        capture_output=True, text=True, timeout=120)
+    h.check(bl.returncode == 0, "predrop baseline of public", (bl.returncode, bl.stderr))
+    got = by_table(ages(h)).get(("public", "antigua"))
+    h.check(got is not None and got["since_from"] == "baseline" and got["at_least"] and 0 <= got["age_s"] < 60
+            and got["versions_in_window"] == 0, "a table first seen by predrop baseline: at least as old as that", got)
 
     # The store's clock, by hand.
     c = h.connect(h.store_db)
@@ -91,7 +100,7 @@ def test(h):
     h.check(got == want, "predrop_table_version_age_seconds: datos's three live tables in their buckets",
             {le: bucket("datos", le) for le in want})
     h.check(h.metric("predrop_table_version_age_seconds_count", 'database="%s",schema="datos"' % h.db) == 3 and
-            bucket("public", "3600") == 1, "its count, and the table created a moment ago in the first bucket")
+            bucket("public", "3600") == 2, "its count, and the two tables of a moment ago in the first bucket")
     text = h.metrics()
     h.check("# TYPE predrop_table_version_age_seconds histogram" in text and 'database="otra_base"' in text,
             "a histogram, with every database the store knows")

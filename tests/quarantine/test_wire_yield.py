@@ -5,9 +5,13 @@ Each later statement that failed under a quarantine rule before (the quarantined
 the function, the other table, the sequence or the role) runs in one psql script after the DROP,
 direct and through predrop with a quarantine rule; the transcripts (tags, SQLSTATEs, messages,
 notices: \\set VERBOSITY verbose) must be equal, and every table dropped through predrop must be in
-quarantine, with what it detached recorded for undrop (tests/quarantine/test_detach.py).
+quarantine, with what it detached recorded for undrop (tests/quarantine/test_detach.py). Three of
+the cases run again through psycopg2, each statement's status, notices or error fields compared.
 """
+import psycopg2
+
 import wirelib
+from test_wire_python import run as psycopg2_run
 
 SETUP = r"""
 CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
@@ -30,23 +34,32 @@ CREATE TABLE t_casc (a int);
 CREATE TRIGGER t_casc_stamp BEFORE INSERT ON t_casc FOR EACH ROW EXECUTE FUNCTION stamp2();
 
 CREATE TABLE t_grant (a int);
+
+CREATE FUNCTION stamp_y() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TABLE y_trig (a int);
+CREATE TRIGGER y_trig_stamp BEFORE INSERT ON y_trig FOR EACH ROW EXECUTE FUNCTION stamp_y();
+CREATE TABLE y_parent (id int PRIMARY KEY);
+CREATE TABLE y_child (id int, parent_id int REFERENCES y_parent (id));
 """
 
-# Roles are cluster-wide: each side drops a role of its own.
+# Roles are cluster-wide: each side (and each client) drops a role of its own.
 ROLES = {"direct": None, "via": None}
+Y_ROLES = {"direct": None, "via": None}
 
 
 def test(w):
     w.setup(SETUP)
-    for side in ROLES:
-        ROLES[side] = "%s_leaver_%s" % (w.db, side)
-        w._admin_conn('DROP ROLE IF EXISTS "%s"' % ROLES[side])
-        w._admin_conn('CREATE ROLE "%s"' % ROLES[side])
+    for roles, kind in ((ROLES, "leaver"), (Y_ROLES, "yleaver")):
+        for side in roles:
+            roles[side] = "%s_%s_%s" % (w.db, kind, side)
+            w._admin_conn('DROP ROLE IF EXISTS "%s"' % roles[side])
+            w._admin_conn('CREATE ROLE "%s"' % roles[side])
     for side, db in (("direct", w.direct_db), ("via", w.db)):
         w.exec('GRANT SELECT ON t_grant TO "%s"; CREATE TABLE t_left (a int); ALTER TABLE t_left OWNER TO "%s"'
                % (ROLES[side], ROLES[side]), db=db)
+        w.exec('CREATE TABLE y_left (a int); ALTER TABLE y_left OWNER TO "%s"' % Y_ROLES[side], db=db)
     w.start()
-    names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant", "t_left"]
+    names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant", "t_left", "y_trig", "y_child", "y_left"]
     oid = {n: w.oid("public." + n) for n in names}
 
     def form(label, script, **kw):
@@ -64,6 +77,22 @@ def test(w):
     form("DROP ROLE after the tables it had a grant on and owned",
          "DROP TABLE t_grant;\nDROP TABLE t_left;\nDROP ROLE :\"leaver\";\n",
          variables=lambda side: [("leaver", ROLES[side])])
+
+    # The same through a driver (psycopg2): each statement's status, notices, or error and its fields.
+    seen = []
+    for side, host, port, db in w.sides():
+        c = psycopg2.connect(host=host, port=port, dbname=db, user="postgres", application_name="wire_yield")
+        c.autocommit = True
+        try:
+            seen.append(psycopg2_run(c, ["DROP TABLE y_trig", "DROP FUNCTION stamp_y()", "DROP TABLE y_child",
+                                         "DROP TABLE y_parent", "DROP TABLE y_left",
+                                         'DROP ROLE "%s"' % Y_ROLES[side]]))
+        finally:
+            c.close()
+    # The role's name differs by side; the rest must be equal.
+    seen[1] = [tuple(x.replace(Y_ROLES["via"], Y_ROLES["direct"]) if isinstance(x, str) else x for x in r)
+               for r in seen[1]]
+    w.same("psycopg2 DROP FUNCTION, DROP TABLE and DROP ROLE after the tables that used them", seen[0], seen[1])
     for n in names:
         w.check_quarantined("public." + n, oid[n], ledger=False)
     # (The least-privilege run's capture role has grants of its own on every table: also let go.)
@@ -75,9 +104,10 @@ def test(w):
     w.check(detached == [("child", "foreign_key", "child_parent_id_fkey"), ("t_casc", "trigger", "t_casc_stamp"),
                          ("t_expr", "check", "t_expr_n_check"), ("t_expr", "default", "id"),
                          ("t_grant", "grant", ROLES["via"]), ("t_rule", "rule", "t_rule_log"),
-                         ("t_trig", "trigger", "t_trig_stamp")],
+                         ("t_trig", "trigger", "t_trig_stamp"), ("y_child", "foreign_key", "y_child_parent_id_fkey"),
+                         ("y_trig", "trigger", "y_trig_stamp")],
             "each quarantined table recorded what it let go", detached)
-    for role in ROLES.values():
+    for role in list(ROLES.values()) + list(Y_ROLES.values()):
         w._admin_conn('DROP ROLE IF EXISTS "%s"' % role)
 
 
