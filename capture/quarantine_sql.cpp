@@ -1,6 +1,7 @@
 #include "capture/quarantine_sql.hpp"
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <stdexcept>
 
 #include "capture/snapshot.hpp"
@@ -8,6 +9,9 @@
 namespace predrop::capture {
 
 namespace {
+
+// Where the move's function lives (quarantine_prepare_sql).
+constexpr const char* kMoveFunctionSchema = "predrop_quarantine_move";
 
 // The block's body is dollar-quoted $predrop_q$ and its argument $predrop_a$: no name may carry
 // either tag (nor anything starting with it), so the literal cannot end early whatever the
@@ -18,8 +22,9 @@ void check_tag_free(std::string_view s) {
 }
 
 // The per-relation work, shared by a quarantined table and the partitions that move with it.
-// Functions cannot be created (the client may lack CREATE anywhere), so the block repeats itself
-// through a loop over the partition tree instead.
+// The body of the move: installed once per database as a function (quarantine_prepare_sql), whose
+// statements' plans the server keeps per session, and run inline as a DO block where the function
+// is missing (a capture role without CREATE on the database). Its argument is `arg` either way.
 constexpr const char* kMoveBody = R"SQL(
 DECLARE
   qs text := arg->>'quarantine_schema';
@@ -218,33 +223,27 @@ BEGIN
              CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound,
              c.relhastriggers OR c.relhasrules OR c.relchecks > 0 OR c.relacl IS NOT NULL
                OR EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0
-                            AND (a.atthasdef OR a.attacl IS NOT NULL)) AS may_point_out,
+                            AND (a.atthasdef OR a.attacl IS NOT NULL))
+               -- A column of a type that is not built in (only those have a pg_depend row).
+               OR EXISTS (SELECT 1 FROM pg_depend ct WHERE ct.classid = 'pg_class'::regclass AND ct.objid = c.oid
+                            AND ct.objsubid > 0 AND ct.refclassid = 'pg_type'::regclass AND ct.deptype = 'n') AS may_point_out,
              CASE WHEN can_give AND c.relowner <> qs_owner THEN c.relowner::regrole::text END AS owner_was
         INTO d FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = m;
       may_point_out := may_point_out OR d.may_point_out;
       qname := 'q' || m || '_' || ts || '_' || d.relname;
       WHILE octet_length(qname) > 63 LOOP qname := left(qname, -1); END LOOP;
       t := jsonb_build_object('oid', m::bigint, 'schema', d.nspname, 'table', d.relname, 'comment', d.comment,
-                              'quarantine_table', qname, 'owner_was', d.owner_was,
-                              'relations', coalesce((
-        SELECT jsonb_agg(jsonb_build_object('kind', k.kind, 'oid', k.oid::bigint, 'name', k.name) ORDER BY k.kind, k.oid)
-        FROM (SELECT 'index' AS kind, i.indexrelid AS oid, ic.relname::text AS name FROM pg_index i
-                JOIN pg_class ic ON ic.oid = i.indexrelid WHERE i.indrelid = m
-              UNION ALL
-              SELECT 'sequence', sq.oid, sq.relname::text FROM pg_depend dep JOIN pg_class sq ON sq.oid = dep.objid
-                WHERE dep.classid = 'pg_class'::regclass AND dep.refclassid = 'pg_class'::regclass
-                  AND dep.refobjid = m AND dep.deptype IN ('a', 'i') AND sq.relkind = 'S') k), '[]'));
+                              'quarantine_table', qname, 'owner_was', d.owner_was);
       IF m = r THEN
         detail := jsonb_build_object(
           'predrop_quarantine', 1, 'id', q_id, 'schema', d.nspname, 'table', d.relname, 'oid', r::bigint,
           'dropped_at', dropped_at, 'dropped_by', session_user::text, 'comment', d.comment,
-          'quarantine_table', qname, 'owner_was', d.owner_was, 'relations', t->'relations', 'partition_of', partition_of,
+          'quarantine_table', qname, 'owner_was', d.owner_was, 'partition_of', partition_of,
           'dependents', deps);
       ELSE
         members := members || (t || jsonb_build_object('bound', d.bound));
       END IF;
     END LOOP;
-    detail := detail || jsonb_build_object('members', members);
 
     -- Dependents go first (what the server's CASCADE drops), then the partition is detached.
     FOR i IN REVERSE cardinality(views)..1 LOOP
@@ -299,10 +298,36 @@ BEGIN
          WHERE dep.deptype = 'n'
            AND NOT (dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(s.rels))
            AND NOT (dep.refclassid = 'pg_type'::regclass AND dep.refobjid = ANY(s.types))),
+      -- Columns of a type that stays behind (an enum, a domain, a composite, another table's row
+      -- type, a range; not an extension's): changed to the type's base type when it is a domain
+      -- over a built-in one (no rewrite), to text otherwise (text[] for an array), on the tree's
+      -- root (the change recurses to its partitions). Undrop casts them back.
+      column_types AS (
+        SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS was,
+               CASE WHEN ty.typtype = 'd' AND bt.typnamespace = 'pg_catalog'::regnamespace
+                      THEN format_type(ty.typbasetype, ty.typtypmod)
+                    WHEN ty.typcategory = 'A' OR a.attndims > 0 THEN 'text[]'
+                    ELSE 'text' END AS now
+          FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+          LEFT JOIN pg_type bt ON bt.oid = ty.typbasetype
+         WHERE a.attrelid = ($1)[1] AND a.attnum > 0 AND NOT a.attisdropped
+           AND EXISTS (SELECT 1 FROM pg_depend ct, inner_set s
+                        WHERE ct.classid = 'pg_class'::regclass AND ct.objid = a.attrelid AND ct.objsubid = a.attnum
+                          AND ct.refclassid = 'pg_type'::regclass AND ct.deptype = 'n' AND NOT (ct.refobjid = ANY(s.types))
+                          AND NOT EXISTS (SELECT 1 FROM pg_depend ex WHERE ex.classid = 'pg_type'::regclass
+                                            AND ex.objid = ct.refobjid AND ex.deptype = 'e'))),
       -- A trigger's or a rule's state other than enabled, as ALTER TABLE says it.
       enabling (state, words) AS (VALUES ('D'::"char", 'DISABLE'), ('R', 'ENABLE REPLICA'), ('A', 'ENABLE ALWAYS'))
       SELECT coalesce(jsonb_agg(p.piece ORDER BY p.ord, p.piece->>'on', p.piece->>'name'), '[]') FROM (
-        SELECT 1 AS ord, jsonb_build_object('kind', 'trigger', 'name', tg.tgname::text, 'on', tg.tgrelid::regclass::text,
+        SELECT 0 AS ord, jsonb_build_object('kind', 'column_type', 'name', ct.attname::text, 'on', ($1)[1]::regclass::text,
+            'on_oid', ($1)[1]::bigint,
+            'definition', format('ALTER TABLE %s ALTER COLUMN %I TYPE %s USING %I::%s;', ($1)[1]::regclass, ct.attname,
+                                 ct.was, ct.attname, ct.was),
+            'drop', format('ALTER TABLE %s ALTER COLUMN %I TYPE %s USING %I::%s', ($1)[1]::regclass, ct.attname,
+                           ct.now, ct.attname, ct.now)) AS piece
+          FROM column_types ct
+        UNION ALL
+        SELECT 1, jsonb_build_object('kind', 'trigger', 'name', tg.tgname::text, 'on', tg.tgrelid::regclass::text,
             'on_oid', tg.tgrelid::bigint,
             'definition', pg_get_triggerdef(tg.oid) || ';'
                           || CASE WHEN e.words IS NULL THEN ''
@@ -359,11 +384,45 @@ BEGIN
           GROUP BY g.relid, g.grantee
       ) p
       $predrop_d$ INTO detached USING tree, moved, inherited;
-      detail := detail || jsonb_build_object('detached', detached);
-      FOR t IN SELECT * FROM jsonb_array_elements(detached) LOOP
-        EXECUTE t->>'drop';
+      -- Last first: a column's type changes once the defaults and checks that use the type are gone
+      -- (undrop restores it first, in the recorded order). A column whose type cannot change (a
+      -- partition key, an index expression that needs the type) would block a later DROP TYPE:
+      -- such a table is not kept.
+      FOR i IN REVERSE jsonb_array_length(detached) - 1 .. 0 LOOP
+        t := detached->i;
+        IF t->>'kind' <> 'column_type' THEN
+          EXECUTE t->>'drop';
+          CONTINUE;
+        END IF;
+        BEGIN
+          EXECUTE t->>'drop';
+        EXCEPTION WHEN OTHERS THEN
+          RAISE EXCEPTION 'predrop quarantine: column % of % cannot leave its type (%)', quote_ident(t->>'name'),
+            t->>'on', SQLERRM;
+        END;
       END LOOP;
+      detail := detail || jsonb_build_object('detached', detached);
     END IF;
+
+    -- Each relation's indexes and owned sequences, read after the detach: a column's new type
+    -- rebuilt the indexes that use it, under new OIDs.
+    FOREACH m IN ARRAY tree LOOP
+      t := jsonb_build_object('relations', coalesce((
+        SELECT jsonb_agg(jsonb_build_object('kind', k.kind, 'oid', k.oid::bigint, 'name', k.name) ORDER BY k.kind, k.oid)
+        FROM (SELECT 'index' AS kind, i.indexrelid AS oid, ic.relname::text AS name FROM pg_index i
+                JOIN pg_class ic ON ic.oid = i.indexrelid WHERE i.indrelid = m
+              UNION ALL
+              SELECT 'sequence', sq.oid, sq.relname::text FROM pg_depend dep JOIN pg_class sq ON sq.oid = dep.objid
+                WHERE dep.classid = 'pg_class'::regclass AND dep.refclassid = 'pg_class'::regclass
+                  AND dep.refobjid = m AND dep.deptype IN ('a', 'i') AND sq.relkind = 'S') k), '[]'));
+      IF m = r THEN
+        detail := detail || t;
+      ELSE
+        members := (SELECT jsonb_agg(CASE WHEN (e.value->>'oid')::oid = m THEN e.value || t ELSE e.value END ORDER BY e.o)
+                    FROM jsonb_array_elements(members) WITH ORDINALITY e(value, o));
+      END IF;
+    END LOOP;
+    detail := detail || jsonb_build_object('members', members);
 
     -- Renamed before the move: in the quarantine schema the owner has no USAGE to name them by.
     -- Every index and sequence gets a name of its own OID, so versions of one table never collide.
@@ -428,6 +487,20 @@ std::string quote_qualified_ident(std::string_view qualified) {
   return quote_ident_always(schema) + "." + quote_ident_always(table);
 }
 
+namespace {
+
+// The function's name carries a hash of its body, so sidecars of different versions in one fleet
+// each call their own and an upgrade needs no CREATE OR REPLACE (which a plan cache would race).
+std::string move_function_name() {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (const char* p = kMoveBody; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("move_") + hex;
+}
+
+}  // namespace
+
 std::string quarantine_move_sql(const QuarantineMove& move) {
   nlohmann::json arg = {{"quarantine_schema", move.quarantine_schema},
                         {"cascade", move.cascade},
@@ -439,17 +512,43 @@ std::string quarantine_move_sql(const QuarantineMove& move) {
   // ensure_ascii: the literal is pure ASCII whatever the client_encoding.
   std::string text = arg.dump(-1, ' ', true);
   check_tag_free(text);
-  // The argument is a block-level constant declared ahead of the body's own DECLARE section.
-  return std::string("DO $predrop_q$\n<<predrop_quarantine_move>>\nDECLARE\n  arg constant jsonb := $predrop_a$") + text +
-         "$predrop_a$::jsonb;\nBEGIN\n" + kMoveBody + ";\nEND\n$predrop_q$";
+  const std::string argument = "$predrop_a$" + text + "$predrop_a$::jsonb";
+  const std::string fn = move_function_name();
+  // The inline block is a string until it is needed: the server only lexes it on the function's path.
+  return std::string("DO $predrop_c$\nDECLARE\n  arg constant jsonb := ") + argument +
+         ";\nBEGIN\n"
+         "  IF EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
+         "             WHERE n.nspname = '" + std::string(kMoveFunctionSchema) + "' AND p.proname = '" + fn + "'\n"
+         "               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')\n"
+         "               AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) THEN\n"
+         "    PERFORM " + kMoveFunctionSchema + "." + fn + "(arg);\n"
+         "  ELSE\n"
+         "    EXECUTE $predrop_q$DO $predrop_i$\n<<predrop_quarantine_move>>\nDECLARE\n  arg constant jsonb := " +
+         argument + ";\nBEGIN\n" + kMoveBody + ";\nEND\n$predrop_i$$predrop_q$;\n"
+         "  END IF;\n"
+         "END\n$predrop_c$";
 }
+
+namespace {
+
+std::string quarantine_move_function_sql() {
+  return std::string("CREATE FUNCTION ") + kMoveFunctionSchema + "." + move_function_name() +
+         "(arg jsonb) RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $predrop_f$\nBEGIN\n" + kMoveBody +
+         ";\nEND\n$predrop_f$";
+}
+
+}  // namespace
 
 std::string quarantine_prepare_sql(std::string_view schema) {
   check_tag_free(schema);
   const std::string q = quote_ident_always(schema);
+  const std::string fs = kMoveFunctionSchema;
   // One statement (a DO block), so it runs in the extended protocol too. The grants are (re)set
   // only by the schema's owner: a role that finds someone else's schema leaves it as it is.
   // CREATE SCHEMA IF NOT EXISTS wants CREATE on the database even when the schema exists.
+  // The move's function goes in a schema of its own: the quarantine's gives USAGE to nobody, and
+  // calling a function wants it. Without CREATE on the database (or beside another sidecar that
+  // made it first) the move runs inline, as it did before the function.
   return "DO $predrop_p$ BEGIN\n"
          "  IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = " + literal(schema) + ") THEN\n"
          "    CREATE SCHEMA IF NOT EXISTS " + q + ";\n"
@@ -459,6 +558,22 @@ std::string quarantine_prepare_sql(std::string_view schema) {
          "    GRANT CREATE ON SCHEMA " + q + " TO PUBLIC;\n"
          "    COMMENT ON SCHEMA " + q + " IS 'predrop quarantine: dropped tables held for undrop; CREATE for all, USAGE for nobody';\n"
          "  END IF;\n"
+         "  BEGIN\n"
+         "    IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = " + literal(fs) + ") THEN\n"
+         "      CREATE SCHEMA " + fs + ";\n"
+         "      REVOKE ALL ON SCHEMA " + fs + " FROM PUBLIC;\n"
+         "      GRANT USAGE ON SCHEMA " + fs + " TO PUBLIC;\n"
+         "      COMMENT ON SCHEMA " + fs + " IS 'predrop quarantine: the move a quarantined DROP runs; USAGE for all';\n"
+         "    END IF;\n"
+         "    IF NOT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace\n"
+         "                   WHERE n.nspname = " + literal(fs) + " AND p.proname = " + literal(move_function_name()) + ") THEN\n"
+         "      " + quarantine_move_function_sql() + ";\n"
+         "      REVOKE ALL ON FUNCTION " + fs + "." + move_function_name() + "(jsonb) FROM PUBLIC;\n"
+         "      GRANT EXECUTE ON FUNCTION " + fs + "." + move_function_name() + "(jsonb) TO PUBLIC;\n"
+         "    END IF;\n"
+         "  EXCEPTION WHEN insufficient_privilege OR duplicate_schema OR duplicate_function OR unique_violation THEN\n"
+         "    NULL;\n"
+         "  END;\n"
          "END $predrop_p$";
 }
 

@@ -177,8 +177,8 @@ struct Undrop {
       renamed_to[rel.value("oid", int64_t{0})] = q(schema) + "." + q(name);
   }
 
-  // What the move detached from the tables (triggers, rules, foreign keys, checks, defaults,
-  // grants: capture/quarantine_sql.cpp), as definitions to run again, on the names the tables
+  // What the move detached from the tables (column types, triggers, rules, foreign keys, checks,
+  // defaults, grants: capture/quarantine_sql.cpp), as definitions to run again, on the names the tables
   // have now. A piece with no definition was cloned from a partition's parent and came back with
   // the ATTACH.
   json detached_to_recreate(const json& detached) const {
@@ -285,6 +285,11 @@ void cmd_undrop(const QFlags& f) {
         }
         u.restore_relation(m, str(m, "schema"), name);
       }
+      // A column's type comes back before the ATTACH: a partition must match its parent's.
+      json again = u.detached_to_recreate(d.value("detached", json::array()));
+      json column_types = json::array(), rest = json::array();
+      for (auto& p : again) (str(p, "kind") == "column_type" ? column_types : rest).push_back(std::move(p));
+      u.recreate_dependents(column_types);
       if (d.contains("partition_of") && d["partition_of"].is_object()) {
         const std::string parent = str(d["partition_of"], "parent"), bound = str(d["partition_of"], "bound");
         std::string err;
@@ -296,7 +301,7 @@ void cmd_undrop(const QFlags& f) {
           u.report["attached_to"] = parent;
       }
       const json deps = d.value("dependents", json::array());
-      json again = u.detached_to_recreate(d.value("detached", json::array()));
+      again = std::move(rest);
       if (renamed) {
         for (const auto& dep : deps)
           u.not_restored(str(dep, "kind"), str(dep, "schema") + "." + str(dep, "name"),

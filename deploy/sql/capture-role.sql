@@ -85,7 +85,10 @@ SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'role')
 
 -- ---- the quarantine (opt-in: rules with action: quarantine; README "Quarantine: least privileges")
 -- quarantine_schema  create it here, owned by the role (so the purger may drop what it holds),
---                    with CREATE for everyone and USAGE for nobody (a quarantined table is out of reach)
+--                    with CREATE for everyone and USAGE for nobody (a quarantined table is out of reach),
+--                    and the schema predrop_quarantine_move, owned by the role with USAGE for everyone,
+--                    where predrop installs the move as a function (without it the move runs inline,
+--                    compiled at every DROP)
 -- quarantine_owners  comma-separated roles that own quarantined tables: membership lets undrop
 --                    move them back (leave unset to run undrop as an operator instead)
 \if :{?quarantine_schema}
@@ -93,6 +96,10 @@ SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'role')
   SELECT format('ALTER SCHEMA %I OWNER TO %I', :'quarantine_schema', :'role') \gexec
   SELECT format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', :'quarantine_schema') \gexec
   SELECT format('GRANT CREATE ON SCHEMA %I TO PUBLIC', :'quarantine_schema') \gexec
+  SELECT format('CREATE SCHEMA IF NOT EXISTS predrop_quarantine_move AUTHORIZATION %I', :'role') \gexec
+  SELECT format('ALTER SCHEMA predrop_quarantine_move OWNER TO %I', :'role') \gexec
+  REVOKE ALL ON SCHEMA predrop_quarantine_move FROM PUBLIC;
+  GRANT USAGE ON SCHEMA predrop_quarantine_move TO PUBLIC;
 \endif
 \if :{?quarantine_owners}
   SELECT format('GRANT %I TO %I', o, :'role')

@@ -1,5 +1,6 @@
 """A quarantined table yields (issue 22): what points outwards from it (triggers, rules, foreign
-keys, checks and defaults that use an object left behind, grants to other roles) is recorded in
+keys, checks and defaults that use an object left behind, grants to other roles, columns of types
+left behind) is recorded in
 the quarantine's comment and dropped by the move, as the server's DROP drops it, so that a later
 DROP FUNCTION, DROP TABLE or DROP ROLE succeeds as it would direct; undrop puts each piece back,
 and says which it could not. What uses only the table's own objects stays on it."""
@@ -159,6 +160,76 @@ def test(q):
             q.value("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'public.events_2025'::regclass "
                     "AND NOT tgisinternal") == 1,
             "with one foreign key and one trigger, cloned from the parent again")
+
+    # Columns of types that stay behind: an enum (with a default and a check that use it), an array
+    # of it, domains (over a built-in type, over the enum), a composite, another table's row type, a
+    # partitioned tree. In quarantine they hold the values as text (the domain over int as int), so
+    # that the types can be dropped; undrop casts them back, values and all.
+    q.owner("""
+      CREATE TYPE public.mood AS ENUM ('happy', 'sad', 'meh');
+      CREATE DOMAIN public.pos AS int CHECK (VALUE > 0);
+      CREATE DOMAIN public.good_mood AS public.mood CHECK (VALUE <> 'sad');
+      CREATE TYPE public.pair AS (x int, y text);
+      CREATE TABLE public.row_src (a int, b text);
+      CREATE TABLE public.typed (id int PRIMARY KEY, m public.mood DEFAULT 'happy' CHECK (m <> 'meh'),
+        ms public.mood[], p public.pos, g public.good_mood, pr public.pair, rs public.row_src, n numeric(8, 2))
+        PARTITION BY RANGE (id);
+      CREATE TABLE public.typed_1 PARTITION OF public.typed FOR VALUES FROM (0) TO (100);
+      CREATE INDEX ON public.typed (m);
+      INSERT INTO public.typed VALUES (1, 'sad', '{happy,sad}', 3, 'happy', ROW(1, 'a b'), ROW(2, 'two'), 1.5),
+                                      (2, DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);""")
+    shape = ("SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) "
+             "FROM pg_attribute WHERE attrelid = '{}'::regclass AND attnum > 0 AND NOT attisdropped")
+    rows = "SELECT string_agg(t::text, ' ' ORDER BY id) FROM public.typed t"
+    typed_before, typed_shape, part_shape = q.value(rows), q.value(shape.format("public.typed")), \
+        q.value(shape.format("public.typed_1"))
+    toid = q.value("SELECT 'public.typed'::regclass::oid")
+    err = q.move(["typed"])
+    q.check(err is None, "a table with columns of user types moves", err)
+    d = [h for h in q.held() if h["detail"]["table"] == "typed"][0]["detail"]
+    kinds = sorted((x["kind"], x["name"]) for x in d.get("detached", []))
+    q.check(kinds == [("check", "typed_m_check"), ("column_type", "g"), ("column_type", "m"), ("column_type", "ms"),
+                      ("column_type", "p"), ("column_type", "pr"), ("column_type", "rs"), ("default", "m"),
+                      ("default", "m")],
+            "the move records each column's type, and the default (the partition's too) and check that use the enum",
+            kinds)
+    held_shape = q.value(f"SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) "
+                         f"FROM pg_attribute WHERE attrelid = {toid} AND attnum > 0 AND NOT attisdropped")
+    q.check(held_shape == "id integer, m text, ms text[], p integer, g text, pr text, rs text, n numeric(8,2)",
+            "in quarantine the columns hold text (the domain over int its int)", held_shape)
+    q.owner("DROP DOMAIN public.good_mood; DROP TYPE public.mood; DROP DOMAIN public.pos; DROP TYPE public.pair; "
+            "DROP TABLE public.row_src")
+    q.check(True, "DROP TYPE, DROP DOMAIN and DROP TABLE of the row type succeed with the table in quarantine")
+    r = undrop(q, "public.typed")
+    missing = sorted(x["name"].rsplit(".", 1)[-1] for x in r.get("not_restored", []))
+    q.check(missing == ["g", "m", "m", "m", "ms", "p", "pr", "rs", "typed_m_check"],
+            "undrop with the types gone: the columns stay text; each, the default and the check reported", r)
+    q.check(q.value("SELECT m || ms::text || p FROM public.typed WHERE id = 1") == "sad{happy,sad}3",
+            "and the values are there", q.value("SELECT m || ms::text || p FROM public.typed WHERE id = 1"))
+    q.owner("""
+      DROP TABLE public.typed;
+      CREATE TYPE public.mood AS ENUM ('happy', 'sad', 'meh');
+      CREATE DOMAIN public.pos AS int CHECK (VALUE > 0);
+      CREATE DOMAIN public.good_mood AS public.mood CHECK (VALUE <> 'sad');
+      CREATE TYPE public.pair AS (x int, y text);
+      CREATE TABLE public.row_src (a int, b text);
+      CREATE TABLE public.typed (id int PRIMARY KEY, m public.mood DEFAULT 'happy' CHECK (m <> 'meh'),
+        ms public.mood[], p public.pos, g public.good_mood, pr public.pair, rs public.row_src, n numeric(8, 2))
+        PARTITION BY RANGE (id);
+      CREATE TABLE public.typed_1 PARTITION OF public.typed FOR VALUES FROM (0) TO (100);
+      CREATE INDEX ON public.typed (m);
+      INSERT INTO public.typed VALUES (1, 'sad', '{happy,sad}', 3, 'happy', ROW(1, 'a b'), ROW(2, 'two'), 1.5),
+                                      (2, DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);""")
+    err = q.move(["typed"])
+    q.check(err is None, "moved again", err)
+    r = undrop(q, "public.typed")
+    q.check(r.get("not_restored") == [], "undrop with the types there restores every column", r)
+    q.check(q.value(shape.format("public.typed")) == typed_shape and q.value(shape.format("public.typed_1")) == part_shape,
+            "the columns have their types again, in the partitions too", q.value(shape.format("public.typed")))
+    q.check(q.value(rows) == typed_before, "the rows are the same", (q.value(rows), typed_before))
+    q.check(pieces_on(q, "public.typed")["defaults"] == 1 and
+            pieces_on(q, "public.typed")["constraints"] == "typed_m_check", "the default and the check are back",
+            pieces_on(q, "public.typed"))
 
     # The owner: a session that may give the table to the quarantine's owner (here a superuser's)
     # does, so the owner can be dropped; undrop gives it back, or says the role is gone.

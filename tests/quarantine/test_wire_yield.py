@@ -2,7 +2,7 @@
 """A quarantined table blocks nothing that its DROP would have let go (issue 22).
 
 Each later statement that failed under a quarantine rule before (the quarantined table still used
-the function, the other table, the sequence or the role) runs in one psql script after the DROP,
+the function, the other table, the sequence, the type, the domain or the role) runs in one psql script after the DROP,
 direct and through predrop with a quarantine rule; the transcripts (tags, SQLSTATEs, messages,
 notices: \\set VERBOSITY verbose) must be equal, and every table dropped through predrop must be in
 quarantine, with what it detached recorded for undrop (tests/quarantine/test_detach.py). Three of
@@ -40,6 +40,19 @@ CREATE TABLE y_trig (a int);
 CREATE TRIGGER y_trig_stamp BEFORE INSERT ON y_trig FOR EACH ROW EXECUTE FUNCTION stamp_y();
 CREATE TABLE y_parent (id int PRIMARY KEY);
 CREATE TABLE y_child (id int, parent_id int REFERENCES y_parent (id));
+
+CREATE TYPE mood AS ENUM ('happy', 'sad');
+CREATE DOMAIN pos AS int CHECK (VALUE > 0);
+CREATE TABLE t_types (m mood DEFAULT 'happy', ms mood[], p pos, note text);
+INSERT INTO t_types VALUES ('sad', '{happy,sad}', 3, 'x');
+CREATE TABLE row_src (a int, b text);
+CREATE TABLE t_rowtype (r row_src);
+INSERT INTO t_rowtype VALUES (ROW(1, 'one'));
+CREATE TYPE pair AS (x int, y int);
+CREATE TABLE t_comp (p pair, q int);
+CREATE TYPE region AS ENUM ('north', 'south');
+CREATE TABLE t_pk (r region, v int) PARTITION BY LIST (r);
+CREATE TABLE t_pk_north PARTITION OF t_pk FOR VALUES IN ('north');
 """
 
 # Roles are cluster-wide: each side (and each client) drops a role of its own.
@@ -59,8 +72,10 @@ def test(w):
                % (ROLES[side], ROLES[side]), db=db)
         w.exec('CREATE TABLE y_left (a int); ALTER TABLE y_left OWNER TO "%s"' % Y_ROLES[side], db=db)
     w.start()
-    names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant", "t_left", "y_trig", "y_child", "y_left"]
+    names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant", "t_left", "y_trig", "y_child", "y_left",
+             "t_types", "t_rowtype", "t_comp"]
     oid = {n: w.oid("public." + n) for n in names}
+    pk_oid = w.oid("public.t_pk")
 
     def form(label, script, **kw):
         d, v = w.psql_both(script, **kw)
@@ -74,6 +89,13 @@ def test(w):
          "DROP TABLE t_expr;\nDROP SEQUENCE shared_ids;\nDROP FUNCTION positive(int);\n")
     form("DROP FUNCTION ... CASCADE after its table's trigger (no notice naming the quarantine)",
          "DROP TABLE t_casc;\nDROP FUNCTION stamp2() CASCADE;\n")
+    form("DROP TYPE and DROP DOMAIN after the table whose columns had them",
+         "DROP TABLE t_types;\nDROP TYPE mood;\nDROP DOMAIN pos;\n")
+    form("DROP TABLE after a table with a column of its row type", "DROP TABLE t_rowtype;\nDROP TABLE row_src;\n")
+    form("DROP TYPE ... CASCADE after a table with a column of it (no notice naming the quarantine)",
+         "DROP TABLE t_comp;\nDROP TYPE pair CASCADE;\n")
+    # Partitioned by the enum: the key cannot change type, so the table is dropped for real.
+    form("DROP TYPE after a table partitioned by it", "DROP TABLE t_pk;\nDROP TYPE region;\n")
     form("DROP ROLE after the tables it had a grant on and owned",
          "DROP TABLE t_grant;\nDROP TABLE t_left;\nDROP ROLE :\"leaver\";\n",
          variables=lambda side: [("leaver", ROLES[side])])
@@ -95,6 +117,7 @@ def test(w):
     w.same("psycopg2 DROP FUNCTION, DROP TABLE and DROP ROLE after the tables that used them", seen[0], seen[1])
     for n in names:
         w.check_quarantined("public." + n, oid[n], ledger=False)
+    w.check(w.via_dropped(pk_oid), "t_pk (partitioned by the enum it let go): dropped for real through predrop")
     # (The least-privilege run's capture role has grants of its own on every table: also let go.)
     rows = w.q("SELECT d.description::jsonb->>'table', p->>'kind', p->>'name' "
                "FROM pg_description d JOIN pg_class c ON c.oid = d.objoid JOIN pg_namespace n ON n.oid = c.relnamespace, "
@@ -102,9 +125,12 @@ def test(w):
                "WHERE n.nspname = %s AND d.objsubid = 0", (wirelib.QSCHEMA,))
     detached = sorted((t, k, name) for t, k, name in rows if k != "grant" or name.strip('"') == ROLES["via"])
     w.check(detached == [("child", "foreign_key", "child_parent_id_fkey"), ("t_casc", "trigger", "t_casc_stamp"),
+                         ("t_comp", "column_type", "p"),
                          ("t_expr", "check", "t_expr_n_check"), ("t_expr", "default", "id"),
-                         ("t_grant", "grant", ROLES["via"]), ("t_rule", "rule", "t_rule_log"),
-                         ("t_trig", "trigger", "t_trig_stamp"), ("y_child", "foreign_key", "y_child_parent_id_fkey"),
+                         ("t_grant", "grant", ROLES["via"]), ("t_rowtype", "column_type", "r"),
+                         ("t_rule", "rule", "t_rule_log"), ("t_trig", "trigger", "t_trig_stamp"),
+                         ("t_types", "column_type", "m"), ("t_types", "column_type", "ms"),
+                         ("t_types", "column_type", "p"), ("t_types", "default", "m"), ("y_child", "foreign_key", "y_child_parent_id_fkey"),
                          ("y_trig", "trigger", "y_trig_stamp")],
             "each quarantined table recorded what it let go", detached)
     for role in list(ROLES.values()) + list(Y_ROLES.values()):

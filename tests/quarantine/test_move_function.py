@@ -1,0 +1,80 @@
+"""The move as a function (issue 21): the prepare installs it once per database in a schema of its
+own, a quarantined DROP calls it, and where it is missing or out of reach the move runs inline with
+the same result.
+
+The function's path is proven taken by replacing its body with one that raises: the move must then
+fail with that message. The inline path is proven by dropping the function's schema, and by a role
+that may not use it."""
+import qlib
+
+FN_SCHEMA = "predrop_quarantine_move"
+
+
+def held_names(q):
+    return sorted(h["detail"]["table"] for h in q.held())
+
+
+def comparable(detail):
+    # What a move records that does not depend on when or which OID.
+    return {k: v for k, v in detail.items() if k in ("schema", "comment", "dependents", "partition_of", "detached")} | {
+        "relations": [r["kind"] for r in detail["relations"]],
+        "members": [m["bound"] for m in detail["members"]]}
+
+
+def body(q):
+    for t in ("a", "b", "c", "d"):
+        q.owner(f"CREATE TABLE {t} (id serial PRIMARY KEY, v text CHECK (v <> '')) PARTITION BY RANGE (id)")
+        q.owner(f"CREATE TABLE {t}_1 PARTITION OF {t} FOR VALUES FROM (1) TO (100)")
+        q.owner(f"INSERT INTO {t} (v) VALUES ('x')")
+
+    fns = q.su(f"SELECT p.proname, p.prosecdef, pg_get_userbyid(p.proowner) FROM pg_proc p "
+               f"JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = '{FN_SCHEMA}'")
+    q.check(len(fns) == 1 and fns[0][0].startswith("move_"), "the prepare installed one move function", fns)
+    fn = fns[0][0] if fns else "missing"
+    q.check(fns and not fns[0][1], "the function runs as its caller (SECURITY INVOKER)", fns)
+    q.check(fns and fns[0][2] == q.role("cap"), "the capture role owns it", fns)
+    owner = q.role("owner")
+    q.check(q.value(f"SELECT has_schema_privilege('{owner}', '{FN_SCHEMA}', 'USAGE') AND "
+                    f"NOT has_schema_privilege('{owner}', '{FN_SCHEMA}', 'CREATE') AND "
+                    f"has_function_privilege('{owner}', '{FN_SCHEMA}.{fn}(jsonb)', 'EXECUTE')"),
+            "everyone may call it; nobody but its owner may create beside it")
+    q.run_sql(q.role("cap"), q.sql_print("prepare"))
+    q.check(q.value(f"SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                    f"WHERE n.nspname = '{FN_SCHEMA}'") == 1, "a second prepare changes nothing")
+
+    q.check(q.move(["a"]) is None and held_names(q) == ["a"], "a DROP through the function quarantines the table",
+            held_names(q))
+
+    # The function's path is the one taken: a body that raises makes the move fail.
+    q.su(f"CREATE OR REPLACE FUNCTION {FN_SCHEMA}.{fn}(arg jsonb) RETURNS void LANGUAGE plpgsql AS "
+         f"$$ BEGIN RAISE EXCEPTION 'predrop quarantine: the function ran'; END $$")
+    err = q.move(["b"])
+    q.check(err is not None and "the function ran" in err, "the move calls the installed function", err)
+
+    # A role that may not use the function's schema moves inline.
+    q.su(f"REVOKE USAGE ON SCHEMA {FN_SCHEMA} FROM PUBLIC")
+    q.check(q.move(["b"]) is None and held_names(q) == ["a", "b"], "without USAGE on its schema the move runs inline",
+            held_names(q))
+    q.su(f"GRANT USAGE ON SCHEMA {FN_SCHEMA} TO PUBLIC")
+
+    # The function gone (a capture role without CREATE on the database never made it): inline.
+    q.su(f"DROP SCHEMA {FN_SCHEMA} CASCADE")
+    q.check(q.move(["c"]) is None and held_names(q) == ["a", "b", "c"], "without the function the move runs inline",
+            held_names(q))
+
+    # The prepare installs it again, and both paths record the same.
+    q.run_sql(q.role("cap"), q.sql_print("prepare"))
+    q.check(q.move(["d"]) is None and held_names(q) == ["a", "b", "c", "d"], "the function installed again is used",
+            held_names(q))
+    details = {h["detail"]["table"]: comparable(h["detail"]) for h in q.held()}
+    q.check(len(details) == 4 and all(d == details["a"] for d in details.values()),
+            "the function and the inline block record the same", details)
+
+    for t in ("a", "c"):
+        r = q.predrop("undrop", f"public.{t}")
+        q.check(r.rc == 0 and q.value(f"SELECT count(*) FROM public.{t}") == 1,
+                f"{t} (moved by the {'function' if t == 'a' else 'inline block'}) comes back whole", r)
+
+
+if __name__ == "__main__":
+    qlib.main(body, "movefn")
