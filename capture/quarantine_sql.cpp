@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "capture/snapshot.hpp"
@@ -121,9 +123,11 @@ BEGIN
         RAISE EXCEPTION 'predrop quarantine: % has inheritance child % (inheritance is not kept)', m::regclass, d.child;
       END IF;
     END LOOP;
-    SELECT sum(pg_total_relation_size(u.x))::bigint INTO total FROM unnest(tree) u(x);
-    IF max_bytes > 0 AND total > max_bytes THEN
-      RAISE EXCEPTION 'predrop quarantine: % is % bytes, more than quarantine.max_bytes (%)', r::regclass, total, max_bytes;
+    IF max_bytes > 0 THEN
+      SELECT sum(pg_total_relation_size(u.x))::bigint INTO total FROM unnest(tree) u(x);
+      IF total > max_bytes THEN
+        RAISE EXCEPTION 'predrop quarantine: % is % bytes, more than quarantine.max_bytes (%)', r::regclass, total, max_bytes;
+      END IF;
     END IF;
 
     -- What the server's DROP takes along: views and materialized views reading the table (and
@@ -133,13 +137,18 @@ BEGIN
     frontier := tree;
     WHILE cardinality(frontier) > 0 LOOP
       next_frontier := '{}';
+      -- Two index scans of pg_depend (by the relations, by their row and array types): one OR of
+      -- both read the whole of pg_depend, which grows with the database.
       FOR d IN
-        SELECT DISTINCT dep.classid, dep.objid FROM pg_depend dep
-        WHERE dep.deptype = 'n'
-          AND ((dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(frontier))
-               OR (dep.refclassid = 'pg_type'::regclass AND dep.refobjid IN (
-                     SELECT c.reltype FROM pg_class c WHERE c.oid = ANY(frontier)
-                     UNION SELECT ty.typarray FROM pg_type ty JOIN pg_class c ON c.reltype = ty.oid WHERE c.oid = ANY(frontier))))
+        SELECT dep.classid, dep.objid FROM pg_depend dep
+        WHERE dep.refclassid = 'pg_class'::regclass AND dep.refobjid = ANY(frontier) AND dep.deptype = 'n'
+          AND NOT (dep.classid = 'pg_class'::regclass AND dep.objid = ANY(moved))
+        UNION
+        SELECT dep.classid, dep.objid FROM pg_depend dep
+        WHERE dep.refclassid = 'pg_type'::regclass AND dep.deptype = 'n'
+          AND dep.refobjid = ANY(ARRAY(SELECT c.reltype FROM pg_class c WHERE c.oid = ANY(frontier)
+                                       UNION ALL SELECT ty.typarray FROM pg_type ty JOIN pg_class c ON c.reltype = ty.oid
+                                       WHERE c.oid = ANY(frontier)))
           AND NOT (dep.classid = 'pg_class'::regclass AND dep.objid = ANY(moved))
         ORDER BY 1, 2
       LOOP
@@ -499,9 +508,8 @@ std::string move_function_name() {
   return std::string("move_") + hex;
 }
 
-}  // namespace
 
-std::string quarantine_move_sql(const QuarantineMove& move) {
+std::string move_argument(const QuarantineMove& move) {
   nlohmann::json arg = {{"quarantine_schema", move.quarantine_schema},
                         {"cascade", move.cascade},
                         {"max_bytes", move.max_bytes},
@@ -512,21 +520,60 @@ std::string quarantine_move_sql(const QuarantineMove& move) {
   // ensure_ascii: the literal is pure ASCII whatever the client_encoding.
   std::string text = arg.dump(-1, ' ', true);
   check_tag_free(text);
-  const std::string argument = "$predrop_a$" + text + "$predrop_a$::jsonb";
-  const std::string fn = move_function_name();
-  // The inline block is a string until it is needed: the server only lexes it on the function's path.
-  return std::string("DO $predrop_c$\nDECLARE\n  arg constant jsonb := ") + argument +
-         ";\nBEGIN\n"
-         "  IF EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
-         "             WHERE n.nspname = '" + std::string(kMoveFunctionSchema) + "' AND p.proname = '" + fn + "'\n"
-         "               AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')\n"
-         "               AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) THEN\n"
-         "    PERFORM " + kMoveFunctionSchema + "." + fn + "(arg);\n"
-         "  ELSE\n"
-         "    EXECUTE $predrop_q$DO $predrop_i$\n<<predrop_quarantine_move>>\nDECLARE\n  arg constant jsonb := " +
-         argument + ";\nBEGIN\n" + kMoveBody + ";\nEND\n$predrop_i$$predrop_q$;\n"
-         "  END IF;\n"
-         "END\n$predrop_c$";
+  return "$predrop_a$" + text + "$predrop_a$::jsonb";
+}
+
+// What PUBLIC (not only the running role) may use: the function is installed for every role.
+std::string usable_by_public_condition() {
+  return "n.nspname = '" + std::string(kMoveFunctionSchema) + "' AND p.proname = '" + move_function_name() +
+         "' AND pg_catalog.aclcontains(n.nspacl, pg_catalog.makeaclitem(0, n.nspowner, 'USAGE', false))"
+         " AND (p.proacl IS NULL OR pg_catalog.aclcontains(p.proacl, pg_catalog.makeaclitem(0, p.proowner, 'EXECUTE', false)))";
+}
+
+}  // namespace
+
+std::string quarantine_move_statements(const QuarantineMove& move) {
+  const std::string fn = std::string(kMoveFunctionSchema) + "." + move_function_name();
+  // The check costs a catalog lookup; without it a missing function's error would read as the move's.
+  return "IF NOT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
+         "               WHERE n.nspname = '" + std::string(kMoveFunctionSchema) + "' AND p.proname = '" +
+         move_function_name() + "'\n"
+         "                 AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')\n"
+         "                 AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) THEN\n"
+         "  RAISE EXCEPTION '" + std::string(kMoveFunctionMissing) + " (" + fn + ")';\n"
+         "END IF;\n"
+         "PERFORM " + fn + "(" + move_argument(move) + ");\n";
+}
+
+std::string quarantine_move_sql(const QuarantineMove& move) {
+  if (move.via_function)
+    return "DO $predrop_c$\nBEGIN\n" + quarantine_move_statements(move) + "END\n$predrop_c$";
+  // The argument is a block-level constant declared ahead of the body's own DECLARE section.
+  return "DO $predrop_q$\n<<predrop_quarantine_move>>\nDECLARE\n  arg constant jsonb := " + move_argument(move) +
+         ";\nBEGIN\n" + kMoveBody + ";\nEND\n$predrop_q$";
+}
+
+std::string quarantine_move_function_check_sql() {
+  return "SELECT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+         "WHERE " + usable_by_public_condition() + ")";
+}
+
+namespace {
+
+std::mutex move_function_mutex;
+std::set<std::string> move_function_databases;
+
+}  // namespace
+
+void note_move_function(const std::string& database, bool usable) {
+  std::lock_guard lock(move_function_mutex);
+  if (usable) move_function_databases.insert(database);
+  else move_function_databases.erase(database);
+}
+
+bool move_function_usable(const std::string& database) {
+  std::lock_guard lock(move_function_mutex);
+  return move_function_databases.count(database) > 0;
 }
 
 namespace {

@@ -22,7 +22,14 @@ struct QuarantineMove {
   std::vector<std::string> schemas;      // DROP SCHEMA's schemas: every table in them is moved
   bool cascade = false;
   uint64_t max_bytes = 0;  // a table larger than this is not moved (the block raises); 0 = no limit
+  // Call the move installed by quarantine_prepare_sql (move_function_usable) instead of running its
+  // body inline, which the server parses and plans at every DROP.
+  bool via_function = false;
 };
+
+// The message (its start) of the error a move via_function raises when the function is missing or
+// the session may not call it: nothing was moved.
+inline constexpr const char* kMoveFunctionMissing = "predrop quarantine: the move function is missing or out of reach";
 
 // ONE statement (a DO block), to run in the dropping session after the real DROP succeeded in a
 // savepoint and was rolled back. Each named table is resolved with to_regclass (the session's
@@ -34,10 +41,22 @@ struct QuarantineMove {
 // whose message begins "predrop quarantine: ". Leaves the session's settings as they were.
 // Throws std::invalid_argument on a name that could break out of the block's quoting.
 std::string quarantine_move_sql(const QuarantineMove& move);
+// The same move via_function as PL/pgSQL statements, for a block of the caller's (no DO of its own).
+std::string quarantine_move_statements(const QuarantineMove& move);
+
+// Whether the move's function, as this build installs it, exists for every role to call: one row, one
+// boolean column. Run after quarantine_prepare_sql; the answer is kept with note_move_function.
+std::string quarantine_move_function_check_sql();
+// Per database of the upstream server, for the whole process (any thread): where the function is
+// known to be usable, the proxy's substitutes call it.
+void note_move_function(const std::string& database, bool usable);
+bool move_function_usable(const std::string& database);
 
 // Run by predrop's capture role in a database: the schema, and CREATE (not USAGE) for everyone,
-// so any owner can move a table in and nobody but the schema's owner can reach it afterwards.
-// ONE statement (a DO block); the grants are set only when the running role owns the schema.
+// so any owner can move a table in and nobody but the schema's owner can reach it afterwards; and
+// the move as a function (SECURITY INVOKER) in a schema of its own that everyone may use, where the
+// role may create it. ONE statement (a DO block); the grants are set only when the running role
+// owns the schema.
 std::string quarantine_prepare_sql(std::string_view schema);
 
 // Rows (oldest drop first): quarantine_table text, oid bigint, detail jsonb (the comment), bytes bigint

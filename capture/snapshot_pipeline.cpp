@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "capture/catalog_queries.hpp"
+#include "capture/quarantine_sql.hpp"
 #include "capture/store_writer.hpp"
 
 namespace predrop::capture {
@@ -236,9 +237,21 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
         run(job, BatchQuery{nullptr, job->req.prepare_sql, {}}, [this, job, key, back_to_read_only](PgResult r) {
           // A failure is logged, not the capture's: the snapshot goes on, and the quarantine that
           // needed the preparation falls back to the real statement by itself.
-          if (r.ok()) prepared_.insert(key);
-          else spdlog::warn("predrop quarantine schema in database {}: {}", job->req.ctx.database, r.error);
-          back_to_read_only(std::move(r));
+          if (!r.ok()) {
+            spdlog::warn("predrop quarantine schema in database {}: {}", job->req.ctx.database, r.error);
+            return back_to_read_only(std::move(r));
+          }
+          prepared_.insert(key);
+          // Whether the later DROPs of this database may call the move's function.
+          run(job, BatchQuery{nullptr, capture::quarantine_move_function_check_sql(), {}},
+              [job, back_to_read_only](PgResult check) {
+                const bool usable = check.ok() && check.rows() == 1 && check.text(0, 0) == "t";
+                capture::note_move_function(job->req.ctx.database, usable);
+                if (!usable)
+                  spdlog::info("predrop quarantine in database {}: the move runs inline (its function {})",
+                               job->req.ctx.database, check.ok() ? "is not installed for every role" : check.error);
+                back_to_read_only(std::move(check));
+              });
         });
       });
 }

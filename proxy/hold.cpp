@@ -83,7 +83,8 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
     const parser::Statement& st = in.facts->statements[index];
     apply_statement(&path, st, in_block, in.transaction_status);
     if (st.temporary) continue;
-    QuarantineStatement quarantine{index, {cfg.quarantine_schema, {}, {}, false, cfg.quarantine_max_bytes}, false};
+    QuarantineStatement quarantine{
+        index, {cfg.quarantine_schema, {}, {}, false, cfg.quarantine_max_bytes, capture::move_function_usable(db)}, false};
     bool quarantines = false;
     for (const auto& t : st.targets) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
@@ -424,6 +425,9 @@ void Session::on_cancel_request(std::string packet, std::function<void()> done) 
 
 void Session::note_substitute_fallback(const std::string& why) {
   metrics().quarantine_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  // Someone took the function away (or its grants) since the capture found it: this database's
+  // moves run inline from now on.
+  if (why.find(capture::kMoveFunctionMissing) != std::string::npos) capture::note_move_function(outcome_database(), false);
   metrics().count_snapshot(SnapshotOutcome::not_quarantined);
   spdlog::warn("session {}: quarantine could not keep the table, the statement ran for real after its snapshot: {}",
                client_addr_, why);

@@ -25,7 +25,10 @@ std::optional<std::string> statement_text(const parser::Facts& facts, size_t ind
 }
 
 std::string substitute_sql(std::string_view text, const QuarantineStatement& q) {
-  const std::string move = capture::quarantine_move_sql(q.move);
+  // Via the installed function the move is a few statements of this block; inline it is a DO block
+  // of its own, run by EXECUTE.
+  const bool call = q.move.via_function;
+  const std::string move = call ? capture::quarantine_move_statements(q.move) : capture::quarantine_move_sql(q.move);
   const std::string s = dollar_tag("predrop_s", {text, move});
   const std::string m = dollar_tag("predrop_m", {text, move, s});
   std::string stmt = s + std::string(text) + s;
@@ -39,7 +42,8 @@ std::string substitute_sql(std::string_view text, const QuarantineStatement& q) 
   sql += "  BEGIN\n    EXECUTE " + stmt + ";\n    RAISE EXCEPTION USING ERRCODE = 'PQ000';\n";
   sql += "  EXCEPTION WHEN SQLSTATE 'PQ000' THEN NULL;\n  END;\n";
   sql += "  PERFORM pg_catalog.set_config('client_min_messages', 'error', true);\n";
-  sql += "  BEGIN\n    EXECUTE " + quoted_move + ";\n";
+  sql += "  BEGIN\n";
+  sql += call ? move : "    EXECUTE " + quoted_move + ";\n";
   if (q.drop_schema) sql += "    EXECUTE " + stmt + ";\n";
   sql += "  EXCEPTION WHEN OTHERS THEN\n";
   sql += "    PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);\n";

@@ -104,10 +104,11 @@ class Quarantine:
             self.fail_now(f"quarantine_sql_print {what} {args}: {r.stderr}")
         return r.stdout
 
-    def move(self, names, *flags, user=None, commit=True):
-        """The move SQL in a transaction of USER (the owner), as the proxy runs it. Returns None, or
-        the error's message when the block raised (the transaction is then rolled back)."""
-        sql = self.sql_print("move", *flags, *names)
+    def move(self, names, *flags, user=None, commit=True, via_function=True):
+        """The move SQL in a transaction of USER (the owner), as the proxy runs it: by default the call
+        of the function the prepare installed, else the inline block. Returns None, or the error's
+        message when the block raised (the transaction is then rolled back)."""
+        sql = self.sql_print("move", *flags, *(["--function"] if via_function else []), *names)
         c = self.connect(user or self.role("owner"))
         c.autocommit = False
         try:

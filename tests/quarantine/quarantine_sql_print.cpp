@@ -1,7 +1,8 @@
 // Test-only: prints the quarantine SQL of capture/quarantine_sql.hpp, so the tests run exactly
 // what the proxy runs, in sessions of their own.
-//   quarantine_sql_print move [--schema Q] [--cascade] [--max-bytes N] [--schema-drop S]... [--real NAME]... NAME...
-//   quarantine_sql_print prepare|catalog [--schema Q]
+//   quarantine_sql_print move [--schema Q] [--cascade] [--max-bytes N] [--function] [--schema-drop S]... [--real NAME]... NAME...
+//     (--function: the call of the installed function, as the proxy sends it once the capture found it)
+//   quarantine_sql_print prepare|catalog|check [--schema Q]
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--schema") m.quarantine_schema = value();
     else if (a == "--cascade") m.cascade = true;
+    else if (a == "--function") m.via_function = true;
     else if (a == "--max-bytes") m.max_bytes = std::stoull(value());
     else if (a == "--schema-drop") m.schemas.push_back(value());
     else if (a == "--real") add(value(), false);
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   if (what == "move") std::cout << quarantine_move_sql(m) << "\n";
   else if (what == "prepare") std::cout << quarantine_prepare_sql(m.quarantine_schema) << "\n";
   else if (what == "catalog") std::cout << quarantine_catalog_sql(m.quarantine_schema) << "\n";
+  else if (what == "check") std::cout << quarantine_move_function_check_sql() << "\n";
   else return 2;
   return 0;
 }

@@ -1,10 +1,10 @@
 """The move as a function (issue 21): the prepare installs it once per database in a schema of its
-own, a quarantined DROP calls it, and where it is missing or out of reach the move runs inline with
-the same result.
+own, a quarantined DROP calls it, and where it is missing or out of reach the call says so (the
+proxy then falls back) and the inline block moves with the same result.
 
 The function's path is proven taken by replacing its body with one that raises: the move must then
 fail with that message. The inline path is proven by dropping the function's schema, and by a role
-that may not use it."""
+that may not use it. The capture's check (quarantine_move_function_check_sql) must agree."""
 import qlib
 
 FN_SCHEMA = "predrop_quarantine_move"
@@ -51,16 +51,26 @@ def body(q):
     err = q.move(["b"])
     q.check(err is not None and "the function ran" in err, "the move calls the installed function", err)
 
-    # A role that may not use the function's schema moves inline.
+    # A role that may not use the function's schema: the call says so and moves nothing (the proxy
+    # then runs the DROP for real and moves inline from then on); the inline block moves.
     q.su(f"REVOKE USAGE ON SCHEMA {FN_SCHEMA} FROM PUBLIC")
-    q.check(q.move(["b"]) is None and held_names(q) == ["a", "b"], "without USAGE on its schema the move runs inline",
-            held_names(q))
+    err = q.move(["b"])
+    q.check(err is not None and "the move function is missing or out of reach" in err and held_names(q) == ["a"],
+            "without USAGE on its schema the call refuses, and nothing moved", err)
+    q.check(q.move(["b"], via_function=False) is None and held_names(q) == ["a", "b"],
+            "the inline block moves it", held_names(q))
+    q.check(q.value(q.sql_print("check")) is False, "the capture's check says the function is not for every role")
     q.su(f"GRANT USAGE ON SCHEMA {FN_SCHEMA} TO PUBLIC")
+    q.check(q.value(q.sql_print("check")) is True, "and says it is once USAGE is back")
 
-    # The function gone (a capture role without CREATE on the database never made it): inline.
+    # The function gone (a capture role without CREATE on the database never made it).
     q.su(f"DROP SCHEMA {FN_SCHEMA} CASCADE")
-    q.check(q.move(["c"]) is None and held_names(q) == ["a", "b", "c"], "without the function the move runs inline",
-            held_names(q))
+    err = q.move(["c"])
+    q.check(err is not None and "the move function is missing or out of reach" in err,
+            "without the function the call refuses", err)
+    q.check(q.value(q.sql_print("check")) is False, "and the capture's check says so")
+    q.check(q.move(["c"], via_function=False) is None and held_names(q) == ["a", "b", "c"],
+            "the inline block moves it", held_names(q))
 
     # The prepare installs it again, and both paths record the same.
     q.run_sql(q.role("cap"), q.sql_print("prepare"))
