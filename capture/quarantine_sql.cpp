@@ -500,12 +500,15 @@ namespace {
 
 // The function's name carries a hash of its body, so sidecars of different versions in one fleet
 // each call their own and an upgrade needs no CREATE OR REPLACE (which a plan cache would race).
-std::string move_function_name() {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a
-  for (const char* p = kMoveBody; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return std::string("move_") + hex;
+const std::string& move_function_name() {
+  static const std::string name = [] {
+    uint64_t h = 14695981039346656037ull;  // FNV-1a
+    for (const char* p = kMoveBody; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return std::string("move_") + hex;
+  }();
+  return name;
 }
 
 
