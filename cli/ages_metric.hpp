@@ -1,19 +1,16 @@
 // predrop_table_version_age_seconds inside serve (issue 25): every metrics.ages_interval_s one
 // aggregated read of the store (evidence/ages.hpp) gives each database and schema the histogram of
-// its tables' current-version ages, which /metrics then serves as it is (proxy/ages_metrics.hpp).
-// Its own thread and connection: the relay never waits for it. A failed read keeps the last
-// histogram and is logged once until a read succeeds again.
+// its tables' current-version ages, which /metrics then serves as it is (proxy/background_metrics.hpp).
+// Its own thread (cli/periodic.hpp) and connection: the relay never waits for it. A failed read
+// keeps the last histogram and is logged once until a read succeeds again.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "cli/periodic.hpp"
 #include "evidence/ages.hpp"
 #include "policy/policy.hpp"
 
@@ -36,13 +33,7 @@ class AgesMetric {
   void stop();
 
  private:
-  void run();
-  bool stopped_within(std::chrono::milliseconds wait);   // waits; true once stop() was called
-  std::shared_ptr<const policy::Config> cfg_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::unique_ptr<PeriodicTask> task_;   // null when off
 };
 
 }  // namespace predrop::cli

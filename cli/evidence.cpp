@@ -14,7 +14,9 @@
 #include "evidence/ages.hpp"
 #include "evidence/baseline.hpp"
 #include "evidence/drift.hpp"
+#include "evidence/retention.hpp"
 #include "evidence/store_reader.hpp"
+#include "policy/value_text.hpp"
 #include "cli/ddl.hpp"
 #include "cli/diff_text.hpp"
 #include "cli/evidence_support.hpp"
@@ -387,6 +389,76 @@ void cmd_ages(const Flags& f) {
 
 }  // namespace
 
+json prune_json(const evidence::PruneCounts& c, int64_t retention_s, bool dry_run) {
+  return {{"snapshots", c.snapshots},
+          {"store_bytes", c.store_bytes},
+          {"bytes_per_snapshot", c.snapshots ? c.store_bytes / c.snapshots : 0},
+          {"retention_s", retention_s},
+          {"older", c.older},
+          {"kept", {{"newest_pair", c.kept_newest_pair}, {"first_of_shape", c.kept_first_of_shape},
+                    {"newest", c.kept_newest}, {"quarantine", c.kept_quarantine}}},
+          {"prunable", c.prunable},
+          {"pruned", c.pruned},
+          {"dry_run", dry_run}};
+}
+
+void print_prune(const evidence::PruneCounts& c, int64_t retention_s, bool dry_run, bool stats) {
+  std::cout << c.snapshots << " snapshots, " << c.store_bytes << " bytes with indexes and TOAST ("
+            << (c.snapshots ? c.store_bytes / c.snapshots : 0) << " a snapshot)\n";
+  if (retention_s <= 0) {
+    std::cout << "store.retention is off: nothing is pruned\n";
+    return;
+  }
+  std::cout << c.older << " older than " << policy::detail::format_duration_s(retention_s) << "; of those kept: "
+            << c.kept_newest_pair << " in a table's newest complete pair, " << c.kept_first_of_shape
+            << " the first of a shape, " << c.kept_newest << " a table's newest, " << c.kept_quarantine
+            << " named by a quarantine\n";
+  if (stats || dry_run) std::cout << c.prunable << " would be pruned\n";
+  else std::cout << c.pruned << " pruned" << (c.pruned < c.prunable ? " (of " + std::to_string(c.prunable) + "; the rest next run)" : "") << "\n";
+}
+
+void cmd_store(const Flags& f, const std::string& what) {
+  const std::string cmd = "store " + what;
+  auto s = setup(cmd, f.c);
+  int64_t retention_s = s.cfg->store_retention_s;
+  if (!f.retention.empty()) {
+    auto v = policy::detail::parse_duration_s(f.retention);
+    if (!v || *v < 1) fail(cmd, "--retention: expected a duration like 180d, 36h or seconds, got '" + f.retention + "'", 2);
+    retention_s = *v;
+  }
+  if (what == "prune" && retention_s <= 0)
+    fail(cmd, "store.retention is off (0): set it in the config or pass --retention", 2);
+  try {
+    const bool dry_run = what == "stats" || f.dry_run;
+    // Counting reads only; a prune deletes, in a session of its own kind.
+    PgSession store(s.store, "predrop-store", dry_run ? "-c default_transaction_read_only=on" : "");
+    evidence::PruneCounts c;
+    if (retention_s > 0) {
+      evidence::PruneOptions o;
+      o.retention_s = retention_s;
+      o.dry_run = dry_run;
+      c = evidence::prune_store(store, s.cfg->store_table, o);
+      if (c.locked_out) fail(cmd, "another predrop is pruning this store now; try again later");
+    } else {
+      auto r = store.exec("SELECT count(*), pg_total_relation_size($1::regclass) FROM " +
+                              store.quote_qualified(s.cfg->store_table),
+                          {store.quote_qualified(s.cfg->store_table)});
+      c.snapshots = std::stoll(r.text(0, 0));
+      c.store_bytes = std::stoll(r.text(0, 1));
+    }
+    if (f.c.format == "json") {
+      std::cout << prune_json(c, retention_s, what == "stats" || f.dry_run).dump(2) << "\n";
+      finish(0);
+    }
+    print_prune(c, retention_s, f.dry_run, what == "stats");
+  } catch (const CLI::Error&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    fail(cmd, e.what());
+  }
+  finish(0);
+}
+
 void register_evidence_commands(CLI::App& app) {
   auto f = std::make_shared<Flags>();
 
@@ -430,6 +502,18 @@ void register_evidence_commands(CLI::App& app) {
   ages->add_option("--schema", f->schema, "only this schema");
   ages->add_option("--days", f->days, "window for the versions and shapes counted (30)");
   ages->callback([f] { cmd_ages(*f); });
+
+  auto* store = app.add_subcommand("store", "the snapshot store itself: its size, and pruning by store.retention");
+  store->require_subcommand(1);
+  auto* stats = store->add_subcommand("stats", "rows, bytes, bytes per snapshot, and what store.retention would prune");
+  add_common(stats, f->c, false);
+  stats->add_option("--retention", f->retention, "count against this retention instead of store.retention (180d)");
+  stats->callback([f] { cmd_store(*f, "stats"); });
+  auto* prune = store->add_subcommand("prune", "delete snapshots older than store.retention that nothing needs");
+  add_common(prune, f->c, false);
+  prune->add_option("--retention", f->retention, "this retention instead of store.retention (180d)");
+  prune->add_flag("--dry-run", f->dry_run, "count what would be pruned; delete nothing");
+  prune->callback([f] { cmd_store(*f, "prune"); });
 
   register_watch_command(app);
 }

@@ -27,6 +27,8 @@ struct Flags {
   std::string resource, target, output, name, database, schema;
   int limit = 0, batch = 500, days = 30, lanes = 2;
   bool latest = false;  // diff SCHEMA.TABLE: the latest two snapshots, not the latest pair
+  bool dry_run = false;  // store prune
+  std::string retention; // store prune: overrides store.retention
 };
 
 [[noreturn]] void finish(int code);

@@ -5,6 +5,7 @@
 
 #include "capture/capture.hpp"
 #include "cli/ages_metric.hpp"
+#include "cli/store_pruner.hpp"
 #include "cli/baseline_schedule.hpp"
 #include "cli/evidence.hpp"
 #include "cli/quarantine.hpp"
@@ -125,7 +126,9 @@ int main(int argc, char** argv) {
   predrop::cli::BaselineSchedule baseline(cfg, sf.config_path, flags);
   predrop::cli::QuarantinePurger purger(cfg, sf.config_path, flags);
   predrop::cli::AgesMetric ages(cfg);
+  predrop::cli::StorePruner pruner(cfg);
   int rc = predrop::proxy::serve(cfg, sf.config_path, flags);
+  pruner.stop();
   ages.stop();
   purger.stop();
   baseline.stop();

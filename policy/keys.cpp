@@ -183,6 +183,11 @@ std::vector<ConfigKey> build_config_keys() {
                                restart));
   k.push_back(int_key<Config>("store.check_interval_s", [](auto& c) -> auto& { return c.store_check_interval_s; }, 1,
                               3600, restart));
+  k.push_back(duration_key("store.retention", [](auto& c) -> auto& { return c.store_retention_s; }, 0,
+                           36500LL * 86400));
+  k.back().reload = restart;
+  k.push_back(int_key<Config>("store.prune_interval_s", [](auto& c) -> auto& { return c.store_prune_interval_s; }, 1,
+                              86400, restart));
 
   k.push_back(string_key<Config>("enrichment.identity_sql", [](auto& c) -> auto& { return c.enrich_identity_sql; },
                                  sighup));

@@ -145,6 +145,10 @@ struct Config {
   int64_t quarantine_max_tables = 0;      // 0: no cap
   int quarantine_purge_interval_s = 60;
   int quarantine_lock_timeout_ms = 100;
+  // Store retention (evidence/retention.hpp): snapshots older than this are pruned inside serve every
+  // store_prune_interval_s, one sidecar at a time; 0: never.
+  int64_t store_retention_s = 0;
+  int store_prune_interval_s = 3600;
   // Seconds between the store reads behind predrop_table_version_age_seconds; 0: no such metric.
   int metrics_ages_interval_s = 300;
   std::vector<Rule> rules;         // first match wins

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "proxy/ages_metrics.hpp"
+#include "proxy/background_metrics.hpp"
 #include "proxy/hold.hpp"
 #include "proxy/metrics.hpp"
 #include "proxy/quarantine_metrics.hpp"
@@ -171,7 +171,7 @@ std::string render_metrics(ProxyContext& ctx) {
           "Statements a quarantine rule covered that ran for real: the substitute could not keep a table, or the text could not be substituted.",
           m.quarantine_fallbacks.load());
   render_quarantine_metrics(out);
-  render_table_age_metrics(out);
+  render_background_metrics(out);
   out += m.hold_duration.render("predrop_hold_duration_seconds", "Time a destructive statement was held.");
   out += m.capture_duration.render("predrop_capture_duration_seconds", "Time to capture and write a statement's snapshots.");
   header(out, "predrop_capture_pool_connections", "gauge", "Capture connections, by state.");
