@@ -152,6 +152,18 @@ BEGIN
           AND NOT (dep.classid = 'pg_class'::regclass AND dep.objid = ANY(moved))
         ORDER BY 1, 2
       LOOP
+        -- What belongs to a moved table itself (its policies, triggers, defaults, statistics
+        -- objects, publication row filters, whose expressions name its columns) moves with it.
+        CONTINUE WHEN (d.classid = 'pg_policy'::regclass
+                        AND (SELECT polrelid FROM pg_policy WHERE oid = d.objid) = ANY(moved))
+                   OR (d.classid = 'pg_trigger'::regclass
+                        AND (SELECT tgrelid FROM pg_trigger WHERE oid = d.objid) = ANY(moved))
+                   OR (d.classid = 'pg_attrdef'::regclass
+                        AND (SELECT adrelid FROM pg_attrdef WHERE oid = d.objid) = ANY(moved))
+                   OR (d.classid = 'pg_statistic_ext'::regclass
+                        AND (SELECT stxrelid FROM pg_statistic_ext WHERE oid = d.objid) = ANY(moved))
+                   OR (d.classid = 'pg_publication_rel'::regclass
+                        AND (SELECT prrelid FROM pg_publication_rel WHERE oid = d.objid) = ANY(moved));
         IF d.classid = 'pg_rewrite'::regclass THEN
           SELECT ev_class INTO v FROM pg_rewrite WHERE oid = d.objid;
           CONTINUE WHEN v = ANY(views) OR v = ANY(moved) OR v = ANY(frontier);
@@ -235,7 +247,16 @@ BEGIN
                             AND (a.atthasdef OR a.attacl IS NOT NULL))
                -- A column of a type that is not built in (only those have a pg_depend row).
                OR EXISTS (SELECT 1 FROM pg_depend ct WHERE ct.classid = 'pg_class'::regclass AND ct.objid = c.oid
-                            AND ct.objsubid > 0 AND ct.refclassid = 'pg_type'::regclass AND ct.deptype = 'n') AS may_point_out,
+                            AND ct.objsubid > 0 AND ct.refclassid = 'pg_type'::regclass AND ct.deptype = 'n')
+               -- A typed table, policies, extended statistics, publications, an index on anything not
+               -- built in (an operator class, a collation, a function, a type).
+               OR c.reloftype <> 0
+               OR EXISTS (SELECT 1 FROM pg_policy po WHERE po.polrelid = c.oid)
+               OR EXISTS (SELECT 1 FROM pg_statistic_ext se WHERE se.stxrelid = c.oid)
+               OR EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE pr.prrelid = c.oid)
+               OR EXISTS (SELECT 1 FROM pg_index ix JOIN pg_depend id ON id.classid = 'pg_class'::regclass
+                            AND id.objid = ix.indexrelid AND id.deptype = 'n' AND id.refclassid <> 'pg_class'::regclass
+                          WHERE ix.indrelid = c.oid) AS may_point_out,
              CASE WHEN can_give AND c.relowner <> qs_owner THEN c.relowner::regrole::text END AS owner_was
         INTO d FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = m;
       may_point_out := may_point_out OR d.may_point_out;
@@ -300,7 +321,8 @@ BEGIN
         SELECT tableoid AS classid, oid AS objid FROM pg_trigger WHERE tgrelid = ANY($1)
         UNION ALL SELECT tableoid, oid FROM pg_rewrite WHERE ev_class = ANY($1)
         UNION ALL SELECT tableoid, oid FROM pg_constraint WHERE conrelid = ANY($1)
-        UNION ALL SELECT tableoid, oid FROM pg_attrdef WHERE adrelid = ANY($1)),
+        UNION ALL SELECT tableoid, oid FROM pg_attrdef WHERE adrelid = ANY($1)
+        UNION ALL SELECT tableoid, oid FROM pg_policy WHERE polrelid = ANY($1)),
       -- The pieces with a normal dependency on something that does not move.
       outward AS (
         SELECT DISTINCT dep.classid, dep.objid FROM pieces p JOIN pg_depend dep USING (classid, objid), inner_set s
@@ -391,6 +413,69 @@ BEGIN
                   FROM pg_class c JOIN pg_attribute at ON at.attrelid = c.oid, aclexplode(at.attacl) x
                   WHERE c.oid = ANY($1) AND at.attnum > 0 AND NOT at.attisdropped AND x.grantee NOT IN (0, c.relowner)) g
           GROUP BY g.relid, g.grantee
+        UNION ALL
+        -- Row security policies that use an object left behind or name a role.
+        SELECT 6, jsonb_build_object('kind', 'policy', 'name', pol.polname::text, 'on', pol.polrelid::regclass::text,
+            'on_oid', pol.polrelid::bigint,
+            'definition', format('CREATE POLICY %I ON %s AS %s FOR %s TO %s%s%s;', pol.polname, pol.polrelid::regclass,
+                                 CASE WHEN pol.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
+                                 CASE pol.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE'
+                                                 WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+                                 (SELECT string_agg(CASE WHEN x.r = 0 THEN 'PUBLIC' ELSE x.r::regrole::text END, ', '
+                                                    ORDER BY x.o) FROM unnest(pol.polroles) WITH ORDINALITY x(r, o)),
+                                 CASE WHEN pol.polqual IS NULL THEN ''
+                                      ELSE ' USING (' || pg_get_expr(pol.polqual, pol.polrelid) || ')' END,
+                                 CASE WHEN pol.polwithcheck IS NULL THEN ''
+                                      ELSE ' WITH CHECK (' || pg_get_expr(pol.polwithcheck, pol.polrelid) || ')' END),
+            'drop', format('DROP POLICY %I ON %s', pol.polname, pol.polrelid::regclass))
+          FROM pg_policy pol
+         WHERE pol.polrelid = ANY($1)
+           AND ((pol.tableoid, pol.oid) IN (SELECT classid, objid FROM outward) OR pol.polroles <> '{0}')
+        UNION ALL
+        -- Extended statistics: the DROP takes them along, kept they stay listed in their own schema.
+        SELECT 7, jsonb_build_object('kind', 'statistics', 'name', st.stxname::text, 'on', st.stxrelid::regclass::text,
+            'on_oid', st.stxrelid::bigint,
+            'definition', pg_get_statisticsobjdef(st.oid) || ';'
+                          || CASE WHEN coalesce(st.stxstattarget, -1) >= 0
+                                  THEN format(' ALTER STATISTICS %I.%I SET STATISTICS %s;', sn.nspname, st.stxname,
+                                              st.stxstattarget) ELSE '' END,
+            'drop', format('DROP STATISTICS %I.%I', sn.nspname, st.stxname))
+          FROM pg_statistic_ext st JOIN pg_namespace sn ON sn.oid = st.stxnamespace
+         WHERE st.stxrelid = ANY($1)
+        UNION ALL
+        -- Publications: the DROP takes the table out of them.
+        SELECT 8, jsonb_build_object('kind', 'publication', 'name', pb.pubname::text, 'on', pr.prrelid::regclass::text,
+            'on_oid', pr.prrelid::bigint,
+            'definition', format('ALTER PUBLICATION %I ADD TABLE %s%s%s;', pb.pubname, pr.prrelid::regclass,
+                                 CASE WHEN pr.prattrs IS NULL THEN '' ELSE ' (' || (
+                                   SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_attribute a
+                                    WHERE a.attrelid = pr.prrelid AND a.attnum = ANY(pr.prattrs)) || ')' END,
+                                 CASE WHEN pr.prqual IS NULL THEN ''
+                                      ELSE ' WHERE (' || pg_get_expr(pr.prqual, pr.prrelid) || ')' END),
+            'drop', format('ALTER PUBLICATION %I DROP TABLE %s', pb.pubname, pr.prrelid::regclass))
+          FROM pg_publication_rel pr JOIN pg_publication pb ON pb.oid = pr.prpubid
+         WHERE pr.prrelid = ANY($1)
+        UNION ALL
+        -- A typed table (CREATE TABLE … OF type): the type stays behind.
+        SELECT 9, jsonb_build_object('kind', 'of_type', 'name', tc.reloftype::regtype::text, 'on', tc.oid::regclass::text,
+            'on_oid', tc.oid::bigint,
+            'definition', format('ALTER TABLE %s OF %s;', tc.oid::regclass, tc.reloftype::regtype),
+            'drop', format('ALTER TABLE %s NOT OF', tc.oid::regclass))
+          FROM pg_class tc WHERE tc.oid = ANY($1) AND tc.reloftype <> 0
+        UNION ALL
+        -- Indexes on something left behind (an operator class, a collation, a function, a type in an
+        -- expression); not those of constraints, nor a partition's copy of its parent's.
+        SELECT 10, jsonb_build_object('kind', 'index', 'name', ic.relname::text, 'on', ix.indrelid::regclass::text,
+            'on_oid', ix.indrelid::bigint,
+            'definition', pg_get_indexdef(ix.indexrelid) || ';',
+            'drop', format('DROP INDEX %s', ix.indexrelid::regclass))
+          FROM pg_index ix JOIN pg_class ic ON ic.oid = ix.indexrelid, inner_set s
+         WHERE ix.indrelid = ANY($1) AND NOT ic.relispartition
+           AND NOT EXISTS (SELECT 1 FROM pg_constraint co WHERE co.conindid = ix.indexrelid)
+           AND EXISTS (SELECT 1 FROM pg_depend id WHERE id.classid = 'pg_class'::regclass AND id.objid = ix.indexrelid
+                         AND id.deptype = 'n'
+                         AND NOT (id.refclassid = 'pg_class'::regclass AND id.refobjid = ANY(s.rels))
+                         AND NOT (id.refclassid = 'pg_type'::regclass AND id.refobjid = ANY(s.types)))
       ) p
       $predrop_d$ INTO detached USING tree, moved, inherited;
       -- Last first: a column's type changes once the defaults and checks that use the type are gone
@@ -647,7 +732,8 @@ std::string quarantine_record_sql(std::string_view store_table) {
          " SELECT (d->>'id')::uuid, $1, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, $4,"
          " (d->>'dropped_at')::timestamptz, (d->>'dropped_at')::timestamptz + $8::bigint * interval '1 second',"
          " $5::bigint, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, 'held', now(), d"
-         " FROM (SELECT $2::jsonb AS d) a ON CONFLICT (id) DO NOTHING";
+         // A partition's comment only points at its tree's (the tree is one quarantine, one row).
+         " FROM (SELECT $2::jsonb AS d) a WHERE d ? 'predrop_quarantine' ON CONFLICT (id) DO NOTHING";
 }
 
 }  // namespace predrop::capture

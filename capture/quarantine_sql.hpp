@@ -63,7 +63,8 @@ std::string quarantine_prepare_sql(std::string_view schema);
 // (the table with its partitions, indexes and TOAST).
 std::string quarantine_catalog_sql(std::string_view schema);
 
-// INSERT of one store row, ON CONFLICT (id) DO NOTHING. Parameters: $1 database_name, $2 detail
+// INSERT of one store row, ON CONFLICT (id) DO NOTHING; nothing for a partition's comment (its
+// tree's row is the quarantine's). Parameters: $1 database_name, $2 detail
 // jsonb, $3 quarantine_schema, $4 quarantine_table, $5 bytes, $6 snapshot_id (uuid text or NULL),
 // $7 event_id (or NULL), $8 retention seconds, $9 application_name, $10 client_addr.
 std::string quarantine_record_sql(std::string_view store_table);

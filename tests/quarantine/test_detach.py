@@ -231,6 +231,48 @@ def test(q):
             pieces_on(q, "public.typed")["constraints"] == "typed_m_check", "the default and the check are back",
             pieces_on(q, "public.typed"))
 
+    # Row security policies, extended statistics, an index on a collation, a publication, a typed
+    # table: let go at the move (the table's own policy naming its columns stays a policy of it
+    # until then), each back after undrop.
+    q.su(f'GRANT CREATE ON DATABASE "{q.db}" TO "{owner}"')
+    q.owner(f"""
+      CREATE TABLE public.lookup (a int);
+      CREATE TYPE public.pair2 AS (a int, b int);
+      CREATE TABLE public.guarded OF public.pair2;
+      ALTER TABLE public.guarded ENABLE ROW LEVEL SECURITY;
+      CREATE POLICY guarded_p ON public.guarded AS RESTRICTIVE FOR SELECT TO "{reader}"
+        USING (a IN (SELECT a FROM public.lookup)) ;
+      CREATE STATISTICS public.guarded_ab ON a, b FROM public.guarded;
+      ALTER STATISTICS public.guarded_ab SET STATISTICS 50;
+      CREATE COLLATION public.c_coll (locale = 'C');
+      CREATE INDEX guarded_b ON public.guarded ((b::text) COLLATE public.c_coll);
+      CREATE PUBLICATION guarded_pub FOR TABLE public.guarded (a) WHERE (a > 0);
+      INSERT INTO public.guarded VALUES (1, 2);""")
+    probe = ("SELECT (SELECT string_agg(polname || polpermissive::text || polcmd::text || pg_get_expr(polqual, polrelid), ',')"
+             "        FROM pg_policy WHERE polrelid = '{0}'::regclass),"
+             " (SELECT string_agg(pg_get_statisticsobjdef(oid) || stxstattarget::text, ',') FROM pg_statistic_ext"
+             "   WHERE stxrelid = '{0}'::regclass),"
+             " (SELECT string_agg(pg_get_indexdef(indexrelid), ',') FROM pg_index WHERE indrelid = '{0}'::regclass),"
+             " (SELECT string_agg(pubname || coalesce(array_to_string(attnames, ' '), '') || coalesce(rowfilter, ''), ',')"
+             "   FROM pg_publication_tables WHERE schemaname = 'public' AND tablename = '{1}'),"
+             " (SELECT reloftype::regtype::text FROM pg_class WHERE oid = '{0}'::regclass)")
+    before = q.run_sql("postgres", probe.format("public.guarded", "guarded"))[0]
+    err = q.move(["guarded"])
+    q.check(err is None, "a typed table with a policy, statistics, an index on a collation and a publication moves", err)
+    q.su("DROP TABLE public.lookup; DROP COLLATION public.c_coll")
+    q.check(q.value("SELECT count(*) FROM pg_statistic_ext WHERE stxname = 'guarded_ab'") == 0 and
+            q.value("SELECT count(*) FROM pg_publication_rel") == 0,
+            "its statistics object and publication membership went with it; the table and collation it used can go")
+    q.owner("DROP TYPE public.pair2")
+    q.su("CREATE TABLE public.lookup (a int); CREATE COLLATION public.c_coll (locale = 'C')")
+    q.owner("CREATE TYPE public.pair2 AS (a int, b int)")
+    q.su(f'ALTER TABLE public.lookup OWNER TO "{owner}"; ALTER COLLATION public.c_coll OWNER TO "{owner}"')
+    r = undrop(q, "public.guarded")
+    q.check(r.get("not_restored") == [], "undrop restores every piece", r)
+    after = q.run_sql("postgres", probe.format("public.guarded", "guarded"))[0]
+    q.check(after == before, "policy, statistics (with its target), index, publication (columns, row filter) and "
+            "type are as they were", (before, after))
+
     # The owner: a session that may give the table to the quarantine's owner (here a superuser's)
     # does, so the owner can be dropped; undrop gives it back, or says the role is gone.
     cap = q.role("cap")

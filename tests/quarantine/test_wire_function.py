@@ -43,6 +43,19 @@ def test(w):
     drop("f4")
     w.check_quarantined("public.f4", oid["f4"])
 
+    # A partitioned table: one quarantine, one store row (its partitions' comments only point at it).
+    w.setup("CREATE TABLE fp (id int, at date) PARTITION BY RANGE (at);"
+            "CREATE TABLE fp_2025 PARTITION OF fp FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');"
+            "CREATE TABLE fp_2026 PARTITION OF fp FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');")
+    fp = w.oid("public.fp")
+    drop("fp")
+    w.check_quarantined("public.fp", fp)
+    rows = w.wait_for(lambda: w.sq("SELECT table_name, state FROM predrop.quarantine WHERE database_name = %s "
+                                   "AND table_name LIKE 'fp%%'", (w.db,)), timeout=15)
+    w.check(rows == [("fp", "held")], "one store row for the partitioned table, none for its partitions", rows)
+    w.check("quarantine record failed" not in w.p.log_text(), "no store write failed on the way",
+            [l for l in w.p.log_text().splitlines() if "record failed" in l][:3])
+
 
 if __name__ == "__main__":
     wirelib.main(test, "wire_function")

@@ -53,6 +53,20 @@ CREATE TABLE t_comp (p pair, q int);
 CREATE TYPE region AS ENUM ('north', 'south');
 CREATE TABLE t_pk (r region, v int) PARTITION BY LIST (r);
 CREATE TABLE t_pk_north PARTITION OF t_pk FOR VALUES IN ('north');
+
+CREATE TABLE ref_tbl (a int);
+CREATE TABLE t_pol (a int);
+ALTER TABLE t_pol ENABLE ROW LEVEL SECURITY;
+CREATE POLICY p1 ON t_pol USING (a IN (SELECT a FROM ref_tbl));
+CREATE TYPE tt AS (a int, b text);
+CREATE TABLE t_typed OF tt;
+CREATE TABLE t_st (a int, b int);
+CREATE STATISTICS public.st_ab ON a, b FROM t_st;
+CREATE TABLE t_pub (a int PRIMARY KEY);
+CREATE PUBLICATION pub_y FOR TABLE t_pub;
+CREATE COLLATION my_c (locale = 'C');
+CREATE TABLE t_coll (a text);
+CREATE INDEX t_coll_i ON t_coll (a COLLATE my_c);
 """
 
 # Roles are cluster-wide: each side (and each client) drops a role of its own.
@@ -73,7 +87,7 @@ def test(w):
         w.exec('CREATE TABLE y_left (a int); ALTER TABLE y_left OWNER TO "%s"' % Y_ROLES[side], db=db)
     w.start()
     names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant", "t_left", "y_trig", "y_child", "y_left",
-             "t_types", "t_rowtype", "t_comp"]
+             "t_types", "t_rowtype", "t_comp", "t_pol", "t_typed", "t_st", "t_pub", "t_coll"]
     oid = {n: w.oid("public." + n) for n in names}
     pk_oid = w.oid("public.t_pk")
 
@@ -94,6 +108,12 @@ def test(w):
     form("DROP TABLE after a table with a column of its row type", "DROP TABLE t_rowtype;\nDROP TABLE row_src;\n")
     form("DROP TYPE ... CASCADE after a table with a column of it (no notice naming the quarantine)",
          "DROP TABLE t_comp;\nDROP TYPE pair CASCADE;\n")
+    form("DROP TABLE after a table whose row security policy read it", "DROP TABLE t_pol;\nDROP TABLE ref_tbl;\n")
+    form("DROP TYPE after a typed table (OF type)", "DROP TABLE t_typed;\nDROP TYPE tt;\n")
+    form("the extended statistics and the publication let the table go",
+         "DROP TABLE t_st;\nSELECT stxname FROM pg_statistic_ext WHERE stxname = 'st_ab';\n"
+         "DROP TABLE t_pub;\nSELECT count(*) FROM pg_publication_tables WHERE pubname = 'pub_y';\n")
+    form("DROP COLLATION after a table with an index using it", "DROP TABLE t_coll;\nDROP COLLATION my_c;\n")
     # Partitioned by the enum: the key cannot change type, so the table is dropped for real.
     form("DROP TYPE after a table partitioned by it", "DROP TABLE t_pk;\nDROP TYPE region;\n")
     form("DROP ROLE after the tables it had a grant on and owned",
@@ -125,10 +145,12 @@ def test(w):
                "WHERE n.nspname = %s AND d.objsubid = 0", (wirelib.QSCHEMA,))
     detached = sorted((t, k, name) for t, k, name in rows if k != "grant" or name.strip('"') == ROLES["via"])
     w.check(detached == [("child", "foreign_key", "child_parent_id_fkey"), ("t_casc", "trigger", "t_casc_stamp"),
-                         ("t_comp", "column_type", "p"),
+                         ("t_coll", "index", "t_coll_i"), ("t_comp", "column_type", "p"),
                          ("t_expr", "check", "t_expr_n_check"), ("t_expr", "default", "id"),
-                         ("t_grant", "grant", ROLES["via"]), ("t_rowtype", "column_type", "r"),
-                         ("t_rule", "rule", "t_rule_log"), ("t_trig", "trigger", "t_trig_stamp"),
+                         ("t_grant", "grant", ROLES["via"]), ("t_pol", "policy", "p1"),
+                         ("t_pub", "publication", "pub_y"), ("t_rowtype", "column_type", "r"),
+                         ("t_rule", "rule", "t_rule_log"), ("t_st", "statistics", "st_ab"),
+                         ("t_trig", "trigger", "t_trig_stamp"), ("t_typed", "of_type", "public.tt"),
                          ("t_types", "column_type", "m"), ("t_types", "column_type", "ms"),
                          ("t_types", "column_type", "p"), ("t_types", "default", "m"), ("y_child", "foreign_key", "y_child_parent_id_fkey"),
                          ("y_trig", "trigger", "y_trig_stamp")],
