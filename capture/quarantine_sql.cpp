@@ -247,7 +247,8 @@ BEGIN
                             AND (a.atthasdef OR a.attacl IS NOT NULL))
                -- A column of a type that is not built in (only those have a pg_depend row).
                OR EXISTS (SELECT 1 FROM pg_depend ct WHERE ct.classid = 'pg_class'::regclass AND ct.objid = c.oid
-                            AND ct.objsubid > 0 AND ct.refclassid = 'pg_type'::regclass AND ct.deptype = 'n')
+                            AND ct.objsubid > 0 AND ct.refclassid IN ('pg_type'::regclass, 'pg_collation'::regclass)
+                            AND ct.deptype = 'n')
                -- A typed table, policies, extended statistics, publications, an index on anything not
                -- built in (an operator class, a collation, a function, a type).
                OR c.reloftype <> 0
@@ -332,21 +333,35 @@ BEGIN
       -- Columns of a type that stays behind (an enum, a domain, a composite, another table's row
       -- type, a range; not an extension's): changed to the type's base type when it is a domain
       -- over a built-in one (no rewrite), to text otherwise (text[] for an array), on the tree's
-      -- root (the change recurses to its partitions). Undrop casts them back.
+      -- root (the change recurses to its partitions); a column's own collation that is not built
+      -- in goes back to the default (kept, a DROP SCHEMA … CASCADE of the collation's schema would
+      -- drop the column). Undrop casts them back.
       column_types AS (
-        SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS was,
-               CASE WHEN ty.typtype = 'd' AND bt.typnamespace = 'pg_catalog'::regnamespace
+        SELECT a.attname,
+               format_type(a.atttypid, a.atttypmod)
+                 || CASE WHEN cl.oid IS NULL THEN '' ELSE ' COLLATE ' || cl.oid::regcollation::text END AS was,
+               CASE WHEN NOT a.outward_type THEN format_type(a.atttypid, a.atttypmod)
+                    WHEN ty.typtype = 'd' AND bt.typnamespace = 'pg_catalog'::regnamespace
                       THEN format_type(ty.typbasetype, ty.typtypmod)
                     WHEN ty.typcategory = 'A' OR a.attndims > 0 THEN 'text[]'
-                    ELSE 'text' END AS now
-          FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+                    ELSE 'text' END
+                 || CASE WHEN cl.oid IS NULL THEN '' ELSE ' COLLATE pg_catalog."default"' END AS now
+          FROM (SELECT a.*,
+                       EXISTS (SELECT 1 FROM pg_depend ct, inner_set s
+                                WHERE ct.classid = 'pg_class'::regclass AND ct.objid = a.attrelid AND ct.objsubid = a.attnum
+                                  AND ct.refclassid = 'pg_type'::regclass AND ct.deptype = 'n'
+                                  AND NOT (ct.refobjid = ANY(s.types))
+                                  AND NOT EXISTS (SELECT 1 FROM pg_depend ex WHERE ex.classid = 'pg_type'::regclass
+                                                    AND ex.objid = ct.refobjid AND ex.deptype = 'e')) AS outward_type
+                  FROM pg_attribute a
+                 WHERE a.attrelid = ($1)[1] AND a.attnum > 0 AND NOT a.attisdropped) a
+          JOIN pg_type ty ON ty.oid = a.atttypid
           LEFT JOIN pg_type bt ON bt.oid = ty.typbasetype
-         WHERE a.attrelid = ($1)[1] AND a.attnum > 0 AND NOT a.attisdropped
-           AND EXISTS (SELECT 1 FROM pg_depend ct, inner_set s
-                        WHERE ct.classid = 'pg_class'::regclass AND ct.objid = a.attrelid AND ct.objsubid = a.attnum
-                          AND ct.refclassid = 'pg_type'::regclass AND ct.deptype = 'n' AND NOT (ct.refobjid = ANY(s.types))
-                          AND NOT EXISTS (SELECT 1 FROM pg_depend ex WHERE ex.classid = 'pg_type'::regclass
-                                            AND ex.objid = ct.refobjid AND ex.deptype = 'e'))),
+          -- A collation of its own that is not built in (only those have a pg_depend row).
+          LEFT JOIN pg_collation cl ON cl.oid = a.attcollation AND EXISTS (
+            SELECT 1 FROM pg_depend cd WHERE cd.classid = 'pg_class'::regclass AND cd.objid = a.attrelid
+               AND cd.objsubid = a.attnum AND cd.refclassid = 'pg_collation'::regclass AND cd.refobjid = a.attcollation)
+         WHERE a.outward_type OR cl.oid IS NOT NULL),
       -- A trigger's or a rule's state other than enabled, as ALTER TABLE says it.
       enabling (state, words) AS (VALUES ('D'::"char", 'DISABLE'), ('R', 'ENABLE REPLICA'), ('A', 'ENABLE ALWAYS'))
       SELECT coalesce(jsonb_agg(p.piece ORDER BY p.ord, p.piece->>'on', p.piece->>'name'), '[]') FROM (

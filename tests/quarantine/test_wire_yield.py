@@ -67,6 +67,10 @@ CREATE PUBLICATION pub_y FOR TABLE t_pub;
 CREATE COLLATION my_c (locale = 'C');
 CREATE TABLE t_coll (a text);
 CREATE INDEX t_coll_i ON t_coll (a COLLATE my_c);
+CREATE SCHEMA colls;
+CREATE COLLATION colls.c2 (locale = 'C');
+CREATE TABLE t_colcoll (a text COLLATE colls.c2, b int);
+INSERT INTO t_colcoll VALUES ('x', 1);
 """
 
 # Roles are cluster-wide: each side (and each client) drops a role of its own.
@@ -87,7 +91,7 @@ def test(w):
         w.exec('CREATE TABLE y_left (a int); ALTER TABLE y_left OWNER TO "%s"' % Y_ROLES[side], db=db)
     w.start()
     names = ["t_trig", "child", "t_rule", "t_expr", "t_casc", "t_grant", "t_left", "y_trig", "y_child", "y_left",
-             "t_types", "t_rowtype", "t_comp", "t_pol", "t_typed", "t_st", "t_pub", "t_coll"]
+             "t_types", "t_rowtype", "t_comp", "t_pol", "t_typed", "t_st", "t_pub", "t_coll", "t_colcoll"]
     oid = {n: w.oid("public." + n) for n in names}
     pk_oid = w.oid("public.t_pk")
 
@@ -114,6 +118,8 @@ def test(w):
          "DROP TABLE t_st;\nSELECT stxname FROM pg_statistic_ext WHERE stxname = 'st_ab';\n"
          "DROP TABLE t_pub;\nSELECT count(*) FROM pg_publication_tables WHERE pubname = 'pub_y';\n")
     form("DROP COLLATION after a table with an index using it", "DROP TABLE t_coll;\nDROP COLLATION my_c;\n")
+    form("DROP SCHEMA ... CASCADE of a collation a dropped table's column had (no notice naming the quarantine)",
+         "DROP TABLE t_colcoll;\nDROP SCHEMA colls CASCADE;\n")
     # Partitioned by the enum: the key cannot change type, so the table is dropped for real.
     form("DROP TYPE after a table partitioned by it", "DROP TABLE t_pk;\nDROP TYPE region;\n")
     form("DROP ROLE after the tables it had a grant on and owned",
@@ -138,6 +144,9 @@ def test(w):
     for n in names:
         w.check_quarantined("public." + n, oid[n], ledger=False)
     w.check(w.via_dropped(pk_oid), "t_pk (partitioned by the enum it let go): dropped for real through predrop")
+    cols = w.q("SELECT count(*) FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+               (oid["t_colcoll"],))
+    w.check(cols == [(2,)], "the quarantined table kept its column whose collation's schema was dropped", cols)
     # (The least-privilege run's capture role has grants of its own on every table: also let go.)
     rows = w.q("SELECT d.description::jsonb->>'table', p->>'kind', p->>'name' "
                "FROM pg_description d JOIN pg_class c ON c.oid = d.objoid JOIN pg_namespace n ON n.oid = c.relnamespace, "
@@ -145,7 +154,8 @@ def test(w):
                "WHERE n.nspname = %s AND d.objsubid = 0", (wirelib.QSCHEMA,))
     detached = sorted((t, k, name) for t, k, name in rows if k != "grant" or name.strip('"') == ROLES["via"])
     w.check(detached == [("child", "foreign_key", "child_parent_id_fkey"), ("t_casc", "trigger", "t_casc_stamp"),
-                         ("t_coll", "index", "t_coll_i"), ("t_comp", "column_type", "p"),
+                         ("t_colcoll", "column_type", "a"), ("t_coll", "index", "t_coll_i"),
+                         ("t_comp", "column_type", "p"),
                          ("t_expr", "check", "t_expr_n_check"), ("t_expr", "default", "id"),
                          ("t_grant", "grant", ROLES["via"]), ("t_pol", "policy", "p1"),
                          ("t_pub", "publication", "pub_y"), ("t_rowtype", "column_type", "r"),

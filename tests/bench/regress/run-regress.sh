@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# PostgreSQL's own regression suite (parallel_schedule) direct, then through predrop with a
+# quarantine rule on every schema (issue 22): which tests answer differently, and how many of them by
+# an error naming the quarantine. Figures only; the list is printed with each test's first lines of
+# difference.
+#   run-regress.sh     against the cluster in PGHOST/PGPORT (superuser postgres, trust), PREDROP_BIN
+# The suite comes from the Debian source package of the server's own version (the orig tarball on
+# apt's mirror), cached with the regress.so its tests load (configured without readline, zlib, ICU,
+# OpenSSL: only the headers are needed) under PREDROP_DEPS_CACHE (~/.cache/predrop/pg-regress-VERSION).
+# The two runs share the cluster's roles; the direct run goes first, and roles the suite leaves
+# behind are dropped after each run. Writes $BENCH_WORK/regress-results.tsv when BENCH_WORK is set.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+: "${PGHOST:?PGHOST unset}" "${PGPORT:?PGPORT unset}" "${PREDROP_BIN:?PREDROP_BIN unset}"
+. "$root/scripts/debian-mirror.sh"
+major=$(psql -XAtc "SHOW server_version_num" postgres | cut -c1-2)
+bindir=${PG_CLIENT_BIN:-/usr/lib/postgresql/$major/bin}
+pg_regress=/usr/lib/postgresql/$major/lib/pgxs/src/test/regress/pg_regress
+[ -x "$pg_regress" ] || { echo "regress: $pg_regress missing (postgresql-$major)" >&2; exit 1; }
+version=$(psql -XAtc "SELECT split_part(current_setting('server_version'), ' ', 1)" postgres)
+cache=${PREDROP_DEPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/predrop}/pg-regress-$version
+src=$cache/postgresql-$version
+if [ ! -f "$src/src/test/regress/regress.so" ]; then
+  mkdir -p "$cache"
+  orig=postgresql-${major}_$version.orig.tar.bz2
+  url=$(debian_mirror)/pool/main/p/postgresql-$major/$orig
+  echo "regress: fetching $url"
+  curl -fsSL --retry 3 -o "$cache/$orig" "$url" || { echo "regress: cannot download $url" >&2; exit 1; }
+  rm -rf "$src" && tar -C "$cache" -xjf "$cache/$orig" && rm -f "$cache/$orig"
+  (cd "$src" && ./configure --without-readline --without-zlib --without-icu --without-openssl >"$cache/configure.log" 2>&1 \
+     && make -C src/test/regress regress.so >"$cache/make.log" 2>&1) || { echo "regress: building regress.so failed (see $cache)" >&2; exit 1; }
+fi
+chmod -R a+rX "$cache"
+R=$src/src/test/regress
+work=$(mktemp -d /tmp/predrop-regress.XXXXXX)
+chmod 0777 "$work"
+pid=""
+cleanup() { [ -z "$pid" ] || "$root/tests/support/stop-predrop.sh" "$pid" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+fresh_database() {
+  psql -qX postgres <<'SQL' >/dev/null 2>&1
+DROP DATABASE IF EXISTS regression WITH (FORCE);
+CREATE DATABASE regression TEMPLATE template0;
+ALTER DATABASE regression SET lc_messages TO 'C';
+ALTER DATABASE regression SET lc_monetary TO 'C';
+ALTER DATABASE regression SET lc_numeric TO 'C';
+ALTER DATABASE regression SET lc_time TO 'C';
+ALTER DATABASE regression SET bytea_output TO 'hex';
+ALTER DATABASE regression SET timezone_abbreviations TO 'Default';
+SQL
+}
+drop_left_roles() {
+  psql -qX postgres -c "DROP DATABASE IF EXISTS regression WITH (FORCE)" >/dev/null 2>&1 || true
+  for r in $(psql -XAtc "SELECT quote_ident(rolname) FROM pg_roles WHERE rolname LIKE 'regress%'" postgres); do
+    psql -qX postgres -c "DROP ROLE $r" >/dev/null 2>&1 || true
+  done
+}
+run_suite() {  # LABEL PORT
+  mkdir -p "$work/$1" && chmod 0777 "$work/$1"
+  fresh_database
+  local t0=$(date +%s)
+  "$pg_regress" --use-existing --bindir="$bindir" --host=127.0.0.1 --port="$2" --user=postgres --inputdir="$R" \
+    --outputdir="$work/$1" --dlpath="$R" --schedule="$R/parallel_schedule" --max-connections=8 >"$work/$1.log" 2>&1 || true
+  echo "regress: $1: $(grep -c 'FAILED' "$work/$1.log" || true) of $(grep -cE '^(test|     [a-z]|ok|not ok)' "$work/$1.log" || true) tests failed against the expected output, $(( $(date +%s) - t0 )) s"
+  drop_left_roles
+}
+
+drop_left_roles
+run_suite direct "$PGPORT"
+psql -qXc "DROP DATABASE IF EXISTS regress_store WITH (FORCE)" -c "CREATE DATABASE regress_store" postgres >/dev/null
+printf 'rules:\n  - {schema: "*", action: quarantine}\n' >"$work/quarantine.yaml"
+eval "$("$root/tests/support/start-predrop.sh" "$work" --config "$work/quarantine.yaml" \
+        --capture "host=127.0.0.1 port=$PGPORT user=postgres" \
+        --store "host=127.0.0.1 port=$PGPORT user=postgres dbname=regress_store")"
+pid=$PREDROP_PID
+run_suite quarantine "$PREDROP_PORT"
+
+differ=0 by_error=0
+echo "regress: tests whose output differs from direct (quarantine rule on every schema):"
+for f in "$work/direct/results/"*.out; do
+  t=$(basename "$f" .out)
+  v=$work/quarantine/results/$t.out
+  d=$(diff <(sed "s|$work/direct|OUT|g" "$f") <(sed "s|$work/quarantine|OUT|g" "$v" 2>/dev/null) || true)
+  [ -n "$d" ] || continue
+  differ=$((differ + 1))
+  named=$(grep -c '^>.*predrop_quarantine' <<<"$d" || true)
+  errors=$(grep -c '^> *ERROR' <<<"$d" || true)
+  kind="listing or plan"
+  if [ "$errors" -gt 0 ] && [ "$named" -gt 0 ]; then kind="an error naming the quarantine"; by_error=$((by_error + 1)); fi
+  echo "  $t: $kind"
+  grep '^[<>]' <<<"$d" | head -n 4 | cut -c1-160 | sed 's/^/      /'
+done
+echo "regress: $differ tests differ from direct, $by_error of them by an error naming the quarantine"
+if [ -n "${BENCH_WORK:-}" ]; then
+  printf 'regress\tdiffering_tests\t%s\nregress\tdiffering_by_quarantine_error\t%s\n' "$differ" "$by_error" \
+    >"$BENCH_WORK/regress-results.tsv"
+fi
+rm -rf "$work"
