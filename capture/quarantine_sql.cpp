@@ -413,6 +413,17 @@ BEGIN
          WHERE ad.adrelid = ANY($1) AND a.attgenerated = ''
            AND (ad.tableoid, ad.oid) IN (SELECT classid, objid FROM outward)
         UNION ALL
+        -- A stored generated column on a function left behind keeps its values as a plain column
+        -- (SET EXPRESSION, for undrop, exists from PostgreSQL 17 on; before, undrop reports it).
+        SELECT 4, jsonb_build_object('kind', 'generated', 'name', a.attname::text, 'on', ad.adrelid::regclass::text,
+            'on_oid', ad.adrelid::bigint,
+            'definition', format('ALTER TABLE %s ALTER COLUMN %I SET EXPRESSION AS (%s);', ad.adrelid::regclass, a.attname,
+                                 pg_get_expr(ad.adbin, ad.adrelid)),
+            'drop', format('ALTER TABLE %s ALTER COLUMN %I DROP EXPRESSION', ad.adrelid::regclass, a.attname))
+          FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+         WHERE ad.adrelid = ANY($1) AND a.attgenerated = 's' AND a.attinhcount = 0
+           AND (ad.tableoid, ad.oid) IN (SELECT classid, objid FROM outward)
+        UNION ALL
         SELECT 5, jsonb_build_object('kind', 'grant', 'name', g.grantee::regrole::text, 'on', g.relid::regclass::text, 'on_oid', g.relid::bigint,
             'definition', string_agg(format('GRANT %s%s ON %s TO %s%s;', g.privilege_type,
                                             CASE WHEN g.col IS NULL THEN '' ELSE format(' (%I)', g.col) END,
