@@ -404,24 +404,17 @@ BEGIN
            AND (co.conparentid = 0 OR co.oid = ANY($3)) AND co.conislocal AND co.coninhcount = 0
            AND (co.tableoid, co.oid) IN (SELECT classid, objid FROM outward)
         UNION ALL
-        SELECT 4, jsonb_build_object('kind', 'default', 'name', a.attname::text, 'on', ad.adrelid::regclass::text,
-            'on_oid', ad.adrelid::bigint,
-            'definition', format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s;', ad.adrelid::regclass, a.attname,
-                                 pg_get_expr(ad.adbin, ad.adrelid)),
-            'drop', format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', ad.adrelid::regclass, a.attname))
+        -- A default; a stored generated column keeps its values as a plain column (SET EXPRESSION,
+        -- for undrop, exists from PostgreSQL 17 on; before, undrop reports it).
+        SELECT 4, jsonb_build_object('kind', CASE a.attgenerated WHEN 's' THEN 'generated' ELSE 'default' END,
+            'name', a.attname::text, 'on', ad.adrelid::regclass::text, 'on_oid', ad.adrelid::bigint,
+            'definition', format(CASE a.attgenerated WHEN 's' THEN 'ALTER TABLE %s ALTER COLUMN %I SET EXPRESSION AS (%s);'
+                                                      ELSE 'ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s;' END,
+                                 ad.adrelid::regclass, a.attname, pg_get_expr(ad.adbin, ad.adrelid)),
+            'drop', format('ALTER TABLE %s ALTER COLUMN %I DROP %s', ad.adrelid::regclass, a.attname,
+                           CASE a.attgenerated WHEN 's' THEN 'EXPRESSION' ELSE 'DEFAULT' END))
           FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-         WHERE ad.adrelid = ANY($1) AND a.attgenerated = ''
-           AND (ad.tableoid, ad.oid) IN (SELECT classid, objid FROM outward)
-        UNION ALL
-        -- A stored generated column on a function left behind keeps its values as a plain column
-        -- (SET EXPRESSION, for undrop, exists from PostgreSQL 17 on; before, undrop reports it).
-        SELECT 4, jsonb_build_object('kind', 'generated', 'name', a.attname::text, 'on', ad.adrelid::regclass::text,
-            'on_oid', ad.adrelid::bigint,
-            'definition', format('ALTER TABLE %s ALTER COLUMN %I SET EXPRESSION AS (%s);', ad.adrelid::regclass, a.attname,
-                                 pg_get_expr(ad.adbin, ad.adrelid)),
-            'drop', format('ALTER TABLE %s ALTER COLUMN %I DROP EXPRESSION', ad.adrelid::regclass, a.attname))
-          FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-         WHERE ad.adrelid = ANY($1) AND a.attgenerated = 's' AND a.attinhcount = 0
+         WHERE ad.adrelid = ANY($1) AND (a.attgenerated = '' OR (a.attgenerated = 's' AND a.attinhcount = 0))
            AND (ad.tableoid, ad.oid) IN (SELECT classid, objid FROM outward)
         UNION ALL
         SELECT 5, jsonb_build_object('kind', 'grant', 'name', g.grantee::regrole::text, 'on', g.relid::regclass::text, 'on_oid', g.relid::bigint,

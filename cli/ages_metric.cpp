@@ -44,12 +44,12 @@ std::string render_table_ages(const std::vector<evidence::AgeHistogram>& histogr
   return out;
 }
 
-AgesMetric::AgesMetric(std::shared_ptr<const policy::Config> config) {
-  if (config->metrics_ages_interval_s <= 0 || config->store_conninfo.empty()) return;
+std::unique_ptr<PeriodicTask> start_ages_metric(std::shared_ptr<const policy::Config> config) {
+  if (config->metrics_ages_interval_s <= 0 || config->store_conninfo.empty()) return nullptr;
   const std::chrono::milliseconds period = std::chrono::seconds(config->metrics_ages_interval_s);
   // The first read waits a little: serve migrates the store as it starts, and a sidecar that only
   // starts and stops never reads at all.
-  task_ = std::make_unique<PeriodicTask>(
+  return std::make_unique<PeriodicTask>(
       std::min<std::chrono::milliseconds>(period, std::chrono::seconds(5)), period,
       "the table ages' read from the store (predrop_table_version_age_seconds keeps its last values)",
       [cfg = std::move(config)](spdlog::logger&) {
@@ -59,12 +59,6 @@ AgesMetric::AgesMetric(std::shared_ptr<const policy::Config> config) {
         proxy::set_background_metrics(
             "ages", render_table_ages(evidence::age_histograms(store, cfg->store_table, kTableAgeBounds)));
       });
-}
-
-AgesMetric::~AgesMetric() { stop(); }
-
-void AgesMetric::stop() {
-  if (task_) task_->stop();
 }
 
 }  // namespace predrop::cli

@@ -24,16 +24,8 @@ inline const std::vector<int64_t> kTableAgeBounds = {3600,    21600,   86400,   
 // The exposition text of the histograms (label values escaped as the text format wants).
 std::string render_table_ages(const std::vector<evidence::AgeHistogram>& histograms);
 
-class AgesMetric {
- public:
-  explicit AgesMetric(std::shared_ptr<const policy::Config> config);
-  ~AgesMetric();
-  AgesMetric(const AgesMetric&) = delete;
-  AgesMetric& operator=(const AgesMetric&) = delete;
-  void stop();
-
- private:
-  std::unique_ptr<PeriodicTask> task_;   // null when off
-};
+// The reader inside serve, on a thread of its own; null when metrics.ages_interval_s is 0 or there is
+// no store.
+std::unique_ptr<PeriodicTask> start_ages_metric(std::shared_ptr<const policy::Config> config);
 
 }  // namespace predrop::cli

@@ -125,11 +125,11 @@ int main(int argc, char** argv) {
   flags(*cfg);
   predrop::cli::BaselineSchedule baseline(cfg, sf.config_path, flags);
   predrop::cli::QuarantinePurger purger(cfg, sf.config_path, flags);
-  predrop::cli::AgesMetric ages(cfg);
-  predrop::cli::StorePruner pruner(cfg);
+  auto ages = predrop::cli::start_ages_metric(cfg);
+  auto pruner = predrop::cli::start_store_pruner(cfg);
   int rc = predrop::proxy::serve(cfg, sf.config_path, flags);
-  pruner.stop();
-  ages.stop();
+  if (pruner) pruner->stop();
+  if (ages) ages->stop();
   purger.stop();
   baseline.stop();
   return rc;

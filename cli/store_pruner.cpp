@@ -22,12 +22,12 @@ std::string render(int64_t pruned_total, int64_t snapshots) {
 
 }  // namespace
 
-StorePruner::StorePruner(std::shared_ptr<const policy::Config> config) {
-  if (config->store_retention_s <= 0 || config->store_conninfo.empty()) return;
+std::unique_ptr<PeriodicTask> start_store_pruner(std::shared_ptr<const policy::Config> config) {
+  if (config->store_retention_s <= 0 || config->store_conninfo.empty()) return nullptr;
   proxy::set_background_metrics("store", render(0, 0));
   const std::chrono::milliseconds period = std::chrono::seconds(config->store_prune_interval_s);
   // As the ages' read: not before serve has migrated the store.
-  task_ = std::make_unique<PeriodicTask>(
+  return std::make_unique<PeriodicTask>(
       std::min<std::chrono::milliseconds>(period, std::chrono::seconds(5)), period, "the store's pruning (store.retention)",
       [cfg = std::move(config), total = int64_t{0}](spdlog::logger& log) mutable {
         evidence::PgSession store(cfg->store_conninfo, "predrop-prune", "-c statement_timeout=600000");
@@ -45,12 +45,6 @@ StorePruner::StorePruner(std::shared_ptr<const policy::Config> config) {
                    "quarantines)", c.pruned, c.older, policy::detail::format_duration_s(cfg->store_retention_s),
                    c.older - c.prunable);
       });
-}
-
-StorePruner::~StorePruner() { stop(); }
-
-void StorePruner::stop() {
-  if (task_) task_->stop();
 }
 
 }  // namespace predrop::cli

@@ -11,16 +11,8 @@
 
 namespace predrop::cli {
 
-class StorePruner {
- public:
-  explicit StorePruner(std::shared_ptr<const policy::Config> config);
-  ~StorePruner();
-  StorePruner(const StorePruner&) = delete;
-  StorePruner& operator=(const StorePruner&) = delete;
-  void stop();
-
- private:
-  std::unique_ptr<PeriodicTask> task_;   // null when off
-};
+// The pruning inside serve, on a thread of its own; null while store.retention is 0 or there is no
+// store.
+std::unique_ptr<PeriodicTask> start_store_pruner(std::shared_ptr<const policy::Config> config);
 
 }  // namespace predrop::cli

@@ -38,6 +38,22 @@ OBJECTS = """
       CREATE FUNCTION public.region() RETURNS text LANGUAGE sql AS $$ SELECT 'north' $$;
 """
 
+# Columns of types a quarantined table would keep from being dropped (an enum with a default and a
+# check that use it, an array of it, domains, a composite, another table's row type), in a tree.
+TYPED = """
+      CREATE TYPE public.mood AS ENUM ('happy', 'sad', 'meh');
+      CREATE DOMAIN public.pos AS int CHECK (VALUE > 0);
+      CREATE DOMAIN public.good_mood AS public.mood CHECK (VALUE <> 'sad');
+      CREATE TYPE public.pair AS (x int, y text);
+      CREATE TABLE public.row_src (a int, b text);
+      CREATE TABLE public.typed (id int PRIMARY KEY, m public.mood DEFAULT 'happy' CHECK (m <> 'meh'),
+        ms public.mood[], p public.pos, g public.good_mood, pr public.pair, rs public.row_src, n numeric(8, 2))
+        PARTITION BY RANGE (id);
+      CREATE TABLE public.typed_1 PARTITION OF public.typed FOR VALUES FROM (0) TO (100);
+      CREATE INDEX ON public.typed (m);
+      INSERT INTO public.typed VALUES (1, 'sad', '{happy,sad}', 3, 'happy', ROW(1, 'a b'), ROW(2, 'two'), 1.5),
+                                      (2, DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);"""
+
 
 def test(q):
     owner, reader = q.role("owner"), q.role("reader")
@@ -165,19 +181,7 @@ def test(q):
     # of it, domains (over a built-in type, over the enum), a composite, another table's row type, a
     # partitioned tree. In quarantine they hold the values as text (the domain over int as int), so
     # that the types can be dropped; undrop casts them back, values and all.
-    q.owner("""
-      CREATE TYPE public.mood AS ENUM ('happy', 'sad', 'meh');
-      CREATE DOMAIN public.pos AS int CHECK (VALUE > 0);
-      CREATE DOMAIN public.good_mood AS public.mood CHECK (VALUE <> 'sad');
-      CREATE TYPE public.pair AS (x int, y text);
-      CREATE TABLE public.row_src (a int, b text);
-      CREATE TABLE public.typed (id int PRIMARY KEY, m public.mood DEFAULT 'happy' CHECK (m <> 'meh'),
-        ms public.mood[], p public.pos, g public.good_mood, pr public.pair, rs public.row_src, n numeric(8, 2))
-        PARTITION BY RANGE (id);
-      CREATE TABLE public.typed_1 PARTITION OF public.typed FOR VALUES FROM (0) TO (100);
-      CREATE INDEX ON public.typed (m);
-      INSERT INTO public.typed VALUES (1, 'sad', '{happy,sad}', 3, 'happy', ROW(1, 'a b'), ROW(2, 'two'), 1.5),
-                                      (2, DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);""")
+    q.owner(TYPED)
     shape = ("SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) "
              "FROM pg_attribute WHERE attrelid = '{}'::regclass AND attnum > 0 AND NOT attisdropped")
     rows = "SELECT string_agg(t::text, ' ' ORDER BY id) FROM public.typed t"
@@ -206,20 +210,7 @@ def test(q):
             "undrop with the types gone: the columns stay text; each, the default and the check reported", r)
     q.check(q.value("SELECT m || ms::text || p FROM public.typed WHERE id = 1") == "sad{happy,sad}3",
             "and the values are there", q.value("SELECT m || ms::text || p FROM public.typed WHERE id = 1"))
-    q.owner("""
-      DROP TABLE public.typed;
-      CREATE TYPE public.mood AS ENUM ('happy', 'sad', 'meh');
-      CREATE DOMAIN public.pos AS int CHECK (VALUE > 0);
-      CREATE DOMAIN public.good_mood AS public.mood CHECK (VALUE <> 'sad');
-      CREATE TYPE public.pair AS (x int, y text);
-      CREATE TABLE public.row_src (a int, b text);
-      CREATE TABLE public.typed (id int PRIMARY KEY, m public.mood DEFAULT 'happy' CHECK (m <> 'meh'),
-        ms public.mood[], p public.pos, g public.good_mood, pr public.pair, rs public.row_src, n numeric(8, 2))
-        PARTITION BY RANGE (id);
-      CREATE TABLE public.typed_1 PARTITION OF public.typed FOR VALUES FROM (0) TO (100);
-      CREATE INDEX ON public.typed (m);
-      INSERT INTO public.typed VALUES (1, 'sad', '{happy,sad}', 3, 'happy', ROW(1, 'a b'), ROW(2, 'two'), 1.5),
-                                      (2, DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL);""")
+    q.owner("DROP TABLE public.typed;" + TYPED)
     err = q.move(["typed"])
     q.check(err is None, "moved again", err)
     r = undrop(q, "public.typed")
