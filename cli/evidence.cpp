@@ -440,11 +440,9 @@ void cmd_store(const Flags& f, const std::string& what) {
       c = evidence::prune_store(store, s.cfg->store_table, o);
       if (c.locked_out) fail(cmd, "another predrop is pruning this store now; try again later");
     } else {
-      auto r = store.exec("SELECT count(*), pg_total_relation_size($1::regclass) FROM " +
-                              store.quote_qualified(s.cfg->store_table),
-                          {store.quote_qualified(s.cfg->store_table)});
-      c.snapshots = std::stoll(r.text(0, 0));
-      c.store_bytes = std::stoll(r.text(0, 1));
+      const auto size = evidence::store_size(store, s.cfg->store_table);
+      c.snapshots = size.snapshots;
+      c.store_bytes = size.bytes;
     }
     if (f.c.format == "json") {
       std::cout << prune_json(c, retention_s, what == "stats" || f.dry_run).dump(2) << "\n";

@@ -1,7 +1,6 @@
 #include "cli/store_pruner.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <string>
 

@@ -6,16 +6,17 @@ namespace predrop::evidence {
 
 namespace {
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
-  return s;
-}
-
 int64_t as_int(const capture::PgResult& r, int col) {
   return r.is_null(0, col) ? 0 : std::stoll(r.text(0, col));
 }
 
 }  // namespace
+
+StoreSize store_size(PgSession& store, const std::string& store_table) {
+  const std::string t = store.quote_qualified(store_table);
+  auto r = store.exec("SELECT count(*), pg_total_relation_size($1::regclass) FROM " + t, {t});
+  return {as_int(r, 0), as_int(r, 1)};
+}
 
 PruneCounts prune_store(PgSession& store, const std::string& store_table, const PruneOptions& o) {
   if (o.retention_s <= 0) throw std::invalid_argument("retention must be positive");
@@ -60,25 +61,24 @@ PruneCounts prune_store(PgSession& store, const std::string& store_table, const 
       "        s.nth_newest = 1 AS newest, s.id IN (SELECT id FROM held) AS quarantined"
       " FROM s WHERE s.captured_at < now() - make_interval(secs => $1::bigint)";
   const std::string counts =
-      "SELECT (SELECT count(*) FROM " + t + "), pg_total_relation_size($2::regclass), count(*),"
-      " count(*) FILTER (WHERE newest_pair), count(*) FILTER (WHERE first_of_shape), count(*) FILTER (WHERE newest),"
-      " count(*) FILTER (WHERE quarantined),"
+      "SELECT count(*), count(*) FILTER (WHERE newest_pair), count(*) FILTER (WHERE first_of_shape),"
+      " count(*) FILTER (WHERE newest), count(*) FILTER (WHERE quarantined),"
       " count(*) FILTER (WHERE NOT (newest_pair OR first_of_shape OR newest OR quarantined))";
-  const capture::Params params{std::to_string(o.retention_s), t};
+  const capture::Params retention{std::to_string(o.retention_s)};
+  const StoreSize size = store_size(store, store_table);
   // A dry run reads only (a read-only session may run it); a run keeps the list in a temporary table.
-  auto r = o.dry_run ? store.exec(counts + " FROM (" + old_snapshots + ") o", params)
+  auto r = o.dry_run ? store.exec(counts + " FROM (" + old_snapshots + ") o", retention)
                      : (store.run("DROP TABLE IF EXISTS pg_temp.predrop_prune"),
-                        store.exec("CREATE TEMP TABLE predrop_prune AS " + old_snapshots, {params[0]}),
-                        store.exec(replace_all(counts, "$2::regclass", "$1::regclass") + " FROM pg_temp.predrop_prune",
-                                   {t}));
-  c.snapshots = as_int(r, 0);
-  c.store_bytes = as_int(r, 1);
-  c.older = as_int(r, 2);
-  c.kept_newest_pair = as_int(r, 3);
-  c.kept_first_of_shape = as_int(r, 4);
-  c.kept_newest = as_int(r, 5);
-  c.kept_quarantine = as_int(r, 6);
-  c.prunable = as_int(r, 7);
+                        store.exec("CREATE TEMP TABLE predrop_prune AS " + old_snapshots, retention),
+                        store.exec(counts + " FROM pg_temp.predrop_prune"));
+  c.snapshots = size.snapshots;
+  c.store_bytes = size.bytes;
+  c.older = as_int(r, 0);
+  c.kept_newest_pair = as_int(r, 1);
+  c.kept_first_of_shape = as_int(r, 2);
+  c.kept_newest = as_int(r, 3);
+  c.kept_quarantine = as_int(r, 4);
+  c.prunable = as_int(r, 5);
   if (o.dry_run) return c;
   if (c.prunable == 0) {
     store.run("DROP TABLE IF EXISTS pg_temp.predrop_prune");
@@ -101,7 +101,11 @@ PruneCounts prune_store(PgSession& store, const std::string& store_table, const 
       if (store.exec("SELECT EXISTS (SELECT FROM pg_temp.predrop_prune)").text(0, 0) != "t") break;
     }
   } catch (...) {
-    store.run("RESET lock_timeout; DROP TABLE IF EXISTS pg_temp.predrop_prune");
+    // The batch's own error is the one to report, whatever this cleanup meets.
+    try {
+      store.run("RESET lock_timeout; DROP TABLE IF EXISTS pg_temp.predrop_prune");
+    } catch (...) {
+    }
     throw;
   }
   store.run("RESET lock_timeout; DROP TABLE IF EXISTS pg_temp.predrop_prune");

@@ -36,6 +36,12 @@ struct PruneOptions {
   int lock_timeout_ms = 1000;   // each batch's; a batch that times out ends the run (the next one goes on)
 };
 
+// The store table's rows and bytes (with its indexes and TOAST).
+struct StoreSize {
+  int64_t snapshots = 0, bytes = 0;
+};
+StoreSize store_size(PgSession& store, const std::string& store_table);
+
 // Reads the store once (one sort of it), then deletes the prunable snapshots in batches, each in
 // its own transaction. Throws on a failure before any deletion; a batch that fails ends the run with
 // the counts so far.

@@ -83,8 +83,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
     const parser::Statement& st = in.facts->statements[index];
     apply_statement(&path, st, in_block, in.transaction_status);
     if (st.temporary) continue;
-    QuarantineStatement quarantine{
-        index, {cfg.quarantine_schema, {}, {}, false, cfg.quarantine_max_bytes, capture::move_function_usable(db)}, false};
+    QuarantineStatement quarantine{index, {cfg.quarantine_schema, {}, {}, false, cfg.quarantine_max_bytes}, false};
     bool quarantines = false;
     for (const auto& t : st.targets) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
@@ -114,7 +113,11 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       req.targets.push_back(std::move(spec));
       if (req.search_path.empty()) req.search_path = effective;
     }
-    if (quarantines) plan.quarantine.statements.push_back(std::move(quarantine));
+    if (quarantines) {
+      // Only a statement a quarantine covers asks (the registry takes a process-wide lock).
+      quarantine.move.via_function = capture::move_function_usable(db);
+      plan.quarantine.statements.push_back(std::move(quarantine));
+    }
   }
   // One DO block: it creates the schema only when missing (CREATE SCHEMA checks CREATE on the
   // database before IF NOT EXISTS; a least-privilege role's operator makes the schema).
