@@ -128,7 +128,7 @@ void Session::pump(Pipe& p) {
     p.scan = p.end;
     p.pass_remaining = 0;
     if (p.scan > p.begin) return start_write(p);
-    return close_after_server_left();
+    return close_with_close_notify("server closed the connection");
   }
   if (held(p)) {
     if (p.scan > p.begin) return start_write(p);
@@ -577,20 +577,22 @@ void Session::on_pipe_eof(Pipe& p, const boost::system::error_code& ec) {
   close(ec == asio::error::eof ? "client closed" : "client connection error");
 }
 
-// TLS on the client's leg ends with a close_notify, as the server's own TLS does; then the socket closes.
-void Session::close_after_server_left() {
+// TLS on the client's leg ends with a close_notify, as the server's own TLS does (after its last
+// word in a session or in a startup it refuses); then the socket closes. A client that never
+// answers the close_notify is let go after a second.
+void Session::close_with_close_notify(const char* why) {
   if (closed_) return;
   auto* tls = client_.tls();
-  if (!tls) return close("server closed the connection");
+  if (!tls) return close(why);
   back_.closed = true;
   front_.closed = true;
   auto self = shared_from_this();
   fatal_timer_ = std::make_unique<asio::steady_timer>(executor());
   fatal_timer_->expires_after(std::chrono::seconds(1));
-  fatal_timer_->async_wait([self](boost::system::error_code ec) {
-    if (!ec) self->close("server closed the connection");
+  fatal_timer_->async_wait([self, why](boost::system::error_code ec) {
+    if (!ec) self->close(why);
   });
-  tls->async_shutdown([self](boost::system::error_code) { self->close("server closed the connection"); });
+  tls->async_shutdown([self, why](boost::system::error_code) { self->close(why); });
 }
 
 void Session::close(std::string_view why) {

@@ -79,6 +79,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_startup_packet(std::string packet);
   void answer_ssl_request();
   void answer_negotiation(char answer);
+  void relay_renamed_refusal(std::shared_ptr<std::string> reply);
   void handle_cancel_packet(const std::string& packet);
   void connect_upstream();
   void on_upstream_tcp(const boost::system::error_code& ec);
@@ -110,7 +111,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void remove_message(Pipe& p, size_t total);
   void shrink_message(Pipe& p, size_t total, size_t new_total);
   void on_pipe_eof(Pipe& p, const boost::system::error_code& ec);
-  void close_after_server_left();
+  void close_with_close_notify(const char* why);
   void fail_client_protocol(const std::string& why);
   void maybe_send_fatal();
   void close(std::string_view why);
@@ -162,6 +163,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool relaying_ = false;
   bool ssl_done_ = false, gss_done_ = false;   // each negotiation is answered once, as the server does
   bool server_answers_startup_ = false;        // a startup the server refuses: its answer is relayed whole
+  uint32_t renamed_refusal_code_ = 0;          // a negotiation repeated: the server's refusal is renamed to it
+  bool refuse_after_handshake_ = false;        // bytes came behind an SSLRequest answered 'S'
   bool closed_ = false;
   bool client_terminated_ = false;
   bool strip_plus_ = false;

@@ -33,7 +33,7 @@ void Session::start() {
   startup_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->relaying_ || self->closed_) return;
     // PostgreSQL ends a startup that outlasts authentication_timeout without a word (the
-    // postmaster's child just exits): the client sees the connection close, as here.
+    // postmaster's child just exits, TLS or not): the client sees the connection close, as here.
     spdlog::info("client {}: startup not finished within limits.startup_timeout_ms={}", self->client_addr_,
                  self->cfg_->limits.startup_timeout_ms);
     self->close("startup timeout");
@@ -88,8 +88,10 @@ void Session::start_direct_tls() {
 // ends at once may send its Terminate before its startup packet, and an answer it does not expect
 // makes it throw. Where the server answers from the packet alone (an unsupported protocol, a bad
 // layout, no user), the packet goes to the server and its answer comes back byte for byte, in
-// whatever format it chose (protocol 2 errors have no length word). predrop answers itself only
-// for the negotiation it conducts: SSLRequest, GSSENCRequest and their repetition.
+// whatever format it chose (protocol 2 errors have no length word); a negotiation repeated, which
+// the server cannot be sent, gets the server's refusal of a code it can (relay_renamed_refusal).
+// predrop answers itself only for the negotiation it conducts: SSLRequest and GSSENCRequest once
+// each, and bytes sent behind an SSLRequest.
 void Session::read_startup_length() {
   auto len_buf = std::make_shared<std::array<char, 4>>();
   client_.async_read_exactly(asio::buffer(*len_buf), [self = shared_from_this(), len_buf](boost::system::error_code ec, size_t n) {
@@ -97,12 +99,12 @@ void Session::read_startup_length() {
       // Nothing at all is an ordinary hang-up (monitors, a client refusing the SSL answer); the
       // server complains of part of a length word only before any negotiation.
       if (n > 0 && !self->ssl_done_ && !self->gss_done_) self->startup_protocol_error("incomplete startup packet");
-      return self->close("client left during startup");
+      return self->close_with_close_notify("client left during startup");
     }
     uint32_t len = wire::read_u32(len_buf->data());
     if (len < 8 || len - 4 > wire::kMaxStartupPacket) {
       self->startup_protocol_error("invalid length of startup packet: " + std::to_string(len));
-      return self->close("invalid length of startup packet");
+      return self->close_with_close_notify("invalid length of startup packet");
     }
     self->read_startup_body(len);
   });
@@ -115,7 +117,7 @@ void Session::read_startup_body(uint32_t len) {
                              [self = shared_from_this(), packet](boost::system::error_code ec, size_t) {
                                if (ec) {
                                  self->startup_protocol_error("incomplete startup packet");
-                                 return self->close("client left during startup");
+                                 return self->close_with_close_notify("client left during startup");
                                }
                                self->on_startup_packet(std::move(*packet));
                              });
@@ -127,10 +129,16 @@ void Session::startup_protocol_error(const std::string& what) {
 }
 
 namespace {
+// The server's refusal of bytes sent behind an SSLRequest, before any TLS.
+constexpr std::string_view kUnencryptedAfterSsl = "received unencrypted data after SSL request";
+constexpr std::string_view kUnencryptedAfterSslDetail =
+    "This could be either a client-software bug or evidence of an attempted man-in-the-middle attack.";
+
+// A protocol code as the server writes it: major.minor.
+std::string protocol_version(uint32_t code) { return std::to_string(code >> 16) + "." + std::to_string(code & 0xFFFF); }
+
 // The server's words for a protocol code it does not speak.
-std::string unsupported_protocol(uint32_t code) {
-  return "unsupported frontend protocol " + std::to_string(code >> 16) + "." + std::to_string(code & 0xFFFF);
-}
+std::string unsupported_protocol(uint32_t code) { return "unsupported frontend protocol " + protocol_version(code); }
 }  // namespace
 
 void Session::on_startup_packet(std::string packet) {
@@ -144,10 +152,16 @@ void Session::on_startup_packet(std::string packet) {
     return answer_negotiation('N');
   }
   if (code == wire::kSslRequestCode || code == wire::kGssEncRequestCode) {
-    // A negotiation repeated: the server reads its code as a protocol version it does not know.
-    // This answer is predrop's own (the server cannot be asked without repeating a negotiation it
-    // never saw); its code and message are the server's.
-    return fail_startup("0A000", unsupported_protocol(code) + ": server supports 3.0 to 3.0");
+    // A negotiation repeated: the server reads its code as a protocol version it does not know. Sent
+    // this code, the server would negotiate, so it is sent one it refuses in the same words, and its
+    // refusal comes back naming this code (wire::kUnspokenProtocolCode).
+    startup_protocol_error(unsupported_protocol(code) + " (a negotiation repeated): the server answers");
+    startup_packet_.assign(8, '\0');
+    wire::write_u32(startup_packet_.data(), 8);
+    wire::write_u32(startup_packet_.data() + 4, wire::kUnspokenProtocolCode);
+    renamed_refusal_code_ = code;
+    server_answers_startup_ = true;
+    return connect_upstream();
   }
   if (ctx_.draining.load()) return fail_startup("57P03", "predrop is shutting down");
   if (static_cast<int>(ctx_.registry.size()) > cfg_->limits.max_clients) {
@@ -181,13 +195,40 @@ void Session::on_startup_packet(std::string packet) {
 
 // The server's answer to a startup it refuses, relayed as it comes until the server closes.
 void Session::relay_server_refusal() {
+  if (renamed_refusal_code_ != 0) return relay_renamed_refusal(std::make_shared<std::string>());
   auto buf = std::make_shared<std::array<char, 4096>>();
   upstream_->async_read_some(asio::buffer(*buf), [self = shared_from_this(), buf](boost::system::error_code ec, size_t n) {
     if (self->closed_) return;
-    if (n == 0) return self->close("the server refused the startup");
+    if (n == 0) return self->close_with_close_notify("the server refused the startup");
     self->client_.async_write(asio::buffer(buf->data(), n), [self, buf](boost::system::error_code ec, size_t) {
       if (ec) return self->close("client left during startup");
       self->relay_server_refusal();
+    });
+  });
+}
+
+// The server's refusal of wire::kUnspokenProtocolCode, read whole (it closes after it), sent on as
+// its refusal of the code the client repeated. An answer of another shape (an old server, a pooler
+// upstream) leaves predrop to answer in the server's words itself.
+void Session::relay_renamed_refusal(std::shared_ptr<std::string> reply) {
+  static constexpr size_t kMaxRefusal = 4096;   // an ErrorResponse of a few fields
+  auto buf = std::make_shared<std::array<char, 1024>>();
+  upstream_->async_read_some(asio::buffer(*buf), [self = shared_from_this(), buf, reply](boost::system::error_code, size_t n) {
+    if (self->closed_) return;
+    if (n > 0 && reply->size() + n <= kMaxRefusal) {
+      reply->append(buf->data(), n);
+      return self->relay_renamed_refusal(reply);
+    }
+    uint32_t code = self->renamed_refusal_code_;
+    auto renamed = wire::rename_refused_protocol(*reply, protocol_version(wire::kUnspokenProtocolCode), protocol_version(code));
+    if (!renamed) {
+      spdlog::warn("client {}: the server's refusal of protocol {} was not one ErrorResponse naming it ({} bytes); predrop answers",
+                   self->client_addr_, protocol_version(wire::kUnspokenProtocolCode), reply->size());
+      return self->fail_startup("0A000", unsupported_protocol(code) + ": server supports 3.0 to 3.0");
+    }
+    auto out = std::make_shared<std::string>(std::move(*renamed));
+    self->client_.async_write(asio::buffer(*out), [self, out](boost::system::error_code, size_t) {
+      self->close_with_close_notify("the server refused the startup");
     });
   });
 }
@@ -198,12 +239,14 @@ void Session::answer_ssl_request() {
   boost::system::error_code ec;
   ssl_done_ = true;
   char answer = ctx_.client_tls && !client_.is_tls() ? 'S' : 'N';
-  if (client_.socket().available(ec) > 0) {
-    // The server gives its answer to the request, then this error.
+  if (size_t early = client_.socket().available(ec); early > 0) {
     metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);   // fail_startup logs it
-    return fail_startup("08P01", "received unencrypted data after SSL request",
-                        "This could be either a client-software bug or evidence of an attempted man-in-the-middle attack.",
-                        std::string(1, answer));
+    // The server gives its answer to the request, then this error; after 'S' it first completes the
+    // handshake (those bytes sit in its own buffer, out of TLS's way) and refuses through TLS.
+    if (answer == 'N') return fail_startup("08P01", std::string(kUnencryptedAfterSsl), kUnencryptedAfterSslDetail, "N");
+    std::string early_bytes(early, '\0');
+    client_.socket().read_some(asio::buffer(early_bytes), ec);
+    refuse_after_handshake_ = true;
   }
   if (answer == 'S') gss_done_ = true;   // as the server: no GSSENCRequest inside TLS
   answer_negotiation(answer);
@@ -221,6 +264,9 @@ void Session::answer_negotiation(char answer) {
       if (ec) {
         spdlog::info("client {}: TLS handshake failed: {}", self->client_addr_, ec.message());
         return self->close("TLS handshake failed");
+      }
+      if (self->refuse_after_handshake_) {
+        return self->fail_startup("08P01", std::string(kUnencryptedAfterSsl), kUnencryptedAfterSslDetail);
       }
       self->read_startup_length();
     });
@@ -249,7 +295,7 @@ void Session::fail_startup(std::string_view sqlstate, std::string message, std::
   spdlog::info("client {}: {}", client_addr_, message);
   auto err = std::make_shared<std::string>(std::move(before) + wire::error_response("FATAL", sqlstate, message, detail));
   client_.async_write(asio::buffer(*err), [self = shared_from_this(), err](boost::system::error_code, size_t) {
-    self->close("startup failed");
+    self->close_with_close_notify("startup failed");
   });
 }
 

@@ -150,6 +150,22 @@ size_t remove_substitute_context(char* msg, size_t len, std::string_view stateme
   return cut_bytes(msg, len, f->start + 1 + line, f->end - 1);
 }
 
+std::optional<std::string> rename_refused_protocol(std::string_view reply, std::string_view from, std::string_view to) {
+  if (reply.size() < kHeaderLen + 1 || reply[0] != 'E' || read_u32(reply.data() + 1) != reply.size() - 1 || from.empty()) {
+    return std::nullopt;
+  }
+  auto m = find_error_field(reply.data(), reply.size(), 'M', kHeaderLen);
+  if (!m) return std::nullopt;
+  size_t at = reply.substr(m->start + 1, m->end - 1 - (m->start + 1)).find(from);
+  if (at == std::string_view::npos) return std::nullopt;
+  at += m->start + 1;
+  std::string out;
+  out.reserve(reply.size() + to.size());
+  out.append(reply.substr(0, at)).append(to).append(reply.substr(at + from.size()));
+  write_u32(out.data() + 1, static_cast<uint32_t>(out.size() - 1));
+  return out;
+}
+
 std::string command_complete(std::string_view tag) {
   std::string m(kHeaderLen, '\0');
   m[0] = 'C';

@@ -17,6 +17,11 @@ inline constexpr uint32_t kCancelRequestCode = 80877102;
 inline constexpr uint32_t kSslRequestCode = 80877103;
 inline constexpr uint32_t kGssEncRequestCode = 80877104;
 inline constexpr uint32_t kMaxStartupPacket = 10000;   // the server's own limit
+// A protocol code no server speaks nor negotiates (major 1234, minor 0: the negotiation codes are
+// 1234.5678 to 1234.5680). The server refuses it in the words it uses for every major version it
+// does not speak, naming its own range, so its refusal stands for its refusal of a code it cannot be
+// asked about (a negotiation repeated, which would only start a negotiation afresh).
+inline constexpr uint32_t kUnspokenProtocolCode = 1234u << 16;
 inline constexpr size_t kHeaderLen = 5;                  // type byte + Int32 length
 
 inline uint32_t read_u32(const char* p) {
@@ -62,6 +67,12 @@ size_t remove_error_field(char* msg, size_t len, char code);
 // field ends with the line naming that statement and the DO's own line. Removes them (and the
 // field, when nothing else is left). Works in place; returns the new total length.
 size_t remove_substitute_context(char* msg, size_t len, std::string_view statement);
+// The server's refusal of one protocol code, made the refusal of another: `reply` must be exactly
+// one ErrorResponse whose message names `from` (as "1234.0"); that name becomes `to`, every other
+// byte (severity, code, the server's file, line and routine, a translation) stays the server's.
+// nullopt for anything else.
+std::optional<std::string> rename_refused_protocol(std::string_view reply, std::string_view from, std::string_view to);
+
 // A CommandComplete message with this tag.
 std::string command_complete(std::string_view tag);
 

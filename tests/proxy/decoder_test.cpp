@@ -713,5 +713,47 @@ TEST_F(DecoderFixture, DeferredParseRunsNothingForSearchPathAhead) {
   EXPECT_EQ(d.search_path_ahead().current(), kDefaultPath);   // a Parse runs nothing
 }
 
+// ---- the server's refusal of a protocol, renamed (proxy/startup.cpp: a negotiation repeated) ----
+
+std::string error_message(const std::vector<std::string>& fields) {
+  std::string body;
+  for (const auto& f : fields) body += f + std::string(1, '\0');
+  body.push_back('\0');
+  std::string m(5, '\0');
+  m[0] = 'E';
+  m += body;
+  predrop::proxy::wire::write_u32(m.data() + 1, static_cast<uint32_t>(m.size() - 1));
+  return m;
+}
+
+TEST(RenameRefusedProtocol, RenamesTheCodeAndKeepsEveryOtherByte) {
+  using predrop::proxy::wire::rename_refused_protocol;
+  auto server = error_message({"SFATAL", "VFATAL", "C0A000", "Munsupported frontend protocol 1234.0: server supports 3.0 to 3.2",
+                               "Fbackend_startup.c", "L752", "RProcessStartupPacket"});
+  auto want = error_message({"SFATAL", "VFATAL", "C0A000", "Munsupported frontend protocol 1234.5679: server supports 3.0 to 3.2",
+                             "Fbackend_startup.c", "L752", "RProcessStartupPacket"});
+  EXPECT_EQ(rename_refused_protocol(server, "1234.0", "1234.5679"), want);
+  // A translation keeps the number, wherever the words put it.
+  auto de = error_message({"SFATAL", "C0A000", "Mnicht unterstütztes Frontend-Protokoll 1234.0: Server unterstützt 3.0 bis 3.0"});
+  auto de_want = error_message({"SFATAL", "C0A000", "Mnicht unterstütztes Frontend-Protokoll 1234.5680: Server unterstützt 3.0 bis 3.0"});
+  EXPECT_EQ(rename_refused_protocol(de, "1234.0", "1234.5680"), de_want);
+}
+
+TEST(RenameRefusedProtocol, AnythingElseIsNotRenamed) {
+  using predrop::proxy::wire::rename_refused_protocol;
+  auto server = error_message({"SFATAL", "C0A000", "Munsupported frontend protocol 1234.0: server supports 3.0 to 3.0"});
+  EXPECT_EQ(rename_refused_protocol("", "1234.0", "1234.5679"), std::nullopt);
+  EXPECT_EQ(rename_refused_protocol(server.substr(0, server.size() - 1), "1234.0", "1234.5679"), std::nullopt);   // cut short
+  EXPECT_EQ(rename_refused_protocol(server + "N", "1234.0", "1234.5679"), std::nullopt);                        // bytes behind it
+  EXPECT_EQ(rename_refused_protocol("N" + server.substr(1), "1234.0", "1234.5679"), std::nullopt);              // not an error
+  auto other = error_message({"SFATAL", "C28000", "Mno pg_hba.conf entry for host"});
+  EXPECT_EQ(rename_refused_protocol(other, "1234.0", "1234.5679"), std::nullopt);
+  auto in_detail = error_message({"SFATAL", "C0A000", "Mwhatever", "D1234.0"});   // named only outside the message
+  EXPECT_EQ(rename_refused_protocol(in_detail, "1234.0", "1234.5679"), std::nullopt);
+  // Protocol 2's refusal: bare text, no length word.
+  EXPECT_EQ(rename_refused_protocol("Eunsupported frontend protocol 1234.0: server supports 3.0 to 3.0\n", "1234.0", "1234.5679"),
+            std::nullopt);
+}
+
 }  // namespace
 }  // namespace dectest

@@ -6,6 +6,10 @@ is compared. Direct is the cluster's Unix socket: there the server offers neithe
 encryption, as predrop without `tls` does not (over TCP, Debian's server, built with GSSAPI,
 answers a GSSENCRequest with 'G', which a proxy that does not speak GSSAPI cannot honestly give).
 
+The same is asked inside TLS (an SSLRequest answered 'S', then the case through TLS), with predrop
+given `tls` and direct being the cluster's TCP port, where the server has `ssl = on`; there the
+closing compared includes the TLS close_notify the server sends before it closes.
+
 A case that goes on into a session (a split startup, protocol 3.5) is compared up to and including
 the server's first authentication message, then ended with a Terminate.
 
@@ -15,6 +19,8 @@ client's address and counts the case in predrop_protocol_errors_total{phase="sta
 import os
 import re
 import socket
+import ssl
+import subprocess
 import struct
 import sys
 import tempfile
@@ -71,16 +77,18 @@ CASES = {
     "a startup with a name and no value": ([u32(8 + 6) + u32(0x30000) + b"user\0\0"], False),
     "a startup split over many reads": ([bytes([b]) for b in GOOD], False),
     "protocol 3.5 (the server negotiates it down)": ([startup(USER, 0x30005)], False),
+    # A negotiation repeated: the server's refusal of another unknown protocol, renamed to this one.
+    "an SSLRequest twice": ([SSL, PAUSE, SSL], False),
+    "a GSSENCRequest twice": ([GSS, PAUSE, GSS], False),
+    "SSLRequest, GSSENCRequest, SSLRequest": ([SSL, PAUSE, GSS, PAUSE, SSL], False),
+    "GSSENCRequest, SSLRequest, GSSENCRequest": ([GSS, PAUSE, SSL, PAUSE, GSS], False),
 }
 
-# The answers predrop gives itself, to a negotiation repeated or one with bytes behind it: the
-# server's code, message, detail and closing, without the server's source file, line and function
-# fields (F, L, R), which it cannot ask the server for without repeating a negotiation the server
-# never saw. Compared field by field.
+# The answer predrop gives itself, to an SSLRequest with bytes behind it: the server's code,
+# message, detail and closing, without the server's source file, line and function fields (F, L,
+# R), which it cannot ask the server for (the server would read those bytes too, through TLS
+# where predrop's upstream leg has it). Compared field by field.
 OWN_ANSWERS = {
-    "an SSLRequest twice": [SSL, PAUSE, SSL],
-    "a GSSENCRequest twice": [GSS, PAUSE, GSS],
-    "SSLRequest, GSSENCRequest, SSLRequest": [SSL, PAUSE, GSS, PAUSE, SSL],
     "an SSLRequest with bytes behind it": [SSL + b"xx"],
 }
 
@@ -120,6 +128,63 @@ def exchange(connect, steps):
     finally:
         s.close()
     return answers + got, ending
+
+# Cases sent inside TLS, after an SSLRequest answered 'S': (steps, silent).
+TLS_CASES = {
+    "inside TLS, an SSLRequest": ([SSL], False),
+    "inside TLS, a GSSENCRequest": ([GSS], False),
+    "inside TLS, length 4": ([u32(4)], True),
+    "inside TLS, a startup with no user": ([startup([("database", "postgres")])], False),
+    "inside TLS, protocol 4.0": ([startup(USER, 4 << 16)], False),
+    "inside TLS, a startup split over many reads": ([bytes([b]) for b in GOOD], False),
+}
+
+
+def exchange_tls(connect, steps, request=SSL):
+    """An SSLRequest, the TLS handshake, then the steps through TLS; returns (the answer to the
+    SSLRequest and the bytes received through TLS, how it ended: a TLS close_notify or not)."""
+    raw = connect()
+    raw.settimeout(5)
+    raw.sendall(request)
+    answer = raw.recv(1)
+    if answer != b"S":
+        raw.close()
+        return answer, "no TLS"
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        s = ctx.wrap_socket(raw, suppress_ragged_eofs=False)
+    except (ssl.SSLError, OSError) as e:
+        raw.close()
+        return answer, "no TLS handshake: %s" % e
+    got, ending = b"", "timeout"
+    try:
+        for step in steps:
+            s.sendall(step)
+            if len(steps) > 8:
+                time.sleep(0.002)
+        while True:
+            auth = first_auth_end(got)
+            if auth is not None:
+                got = got[:auth]
+                s.sendall(b"X" + u32(4))
+                ending = "authentication reached"
+                break
+            b = s.recv(65536)
+            if not b:
+                ending = "EOF after close_notify"
+                break
+            got += b
+    except socket.timeout:
+        ending = "timeout"
+    except ssl.SSLEOFError:
+        ending = "EOF without close_notify"
+    except (ConnectionResetError, BrokenPipeError):
+        ending = "reset"
+    finally:
+        s.close()
+    return answer + got, ending
 
 
 def first_auth_end(data):
@@ -211,6 +276,43 @@ def main():
         ok = exchange(via, [GOOD])
         check("a normal startup after all of them", ok[1] == "authentication reached", repr(ok))
         check("predrop is alive", p.alive(), "predrop exited")
+
+    # Inside TLS: predrop with a certificate of its own, direct over TCP to the server's.
+    pki = tempfile.mkdtemp(prefix="startup-table-tls.", dir=WORK)
+    subprocess.run(["openssl", "req", "-new", "-x509", "-days", "2", "-nodes", "-subj", "/CN=localhost",
+                    "-keyout", pki + "/server.key", "-out", pki + "/server.crt"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cfg = os.path.join(pki, "tls.yaml")
+    with open(cfg, "w") as f:
+        f.write("tls:\n  cert_file: %s/server.crt\n  key_file: %s/server.key\n" % (pki, pki))
+    with Predrop(workdir, "--admin", "127.0.0.1:%d" % admin, "--config", cfg) as p:
+        def direct_tcp():
+            return socket.create_connection(("127.0.0.1", PGPORT))
+
+        def via_tls():
+            return socket.create_connection(("127.0.0.1", p.port))
+
+        for name, (steps, silent) in TLS_CASES.items():
+            want = exchange_tls(direct_tcp, steps)
+            before = metric(admin, "predrop_protocol_errors_total", 'phase="startup"')
+            got = exchange_tls(via_tls, steps)
+            check(name, want[0][:1] == b"S" and got == want, "direct: %r\n    predrop: %r" % (want, got))
+            if silent:
+                for _ in range(50):
+                    after = metric(admin, "predrop_protocol_errors_total", 'phase="startup"')
+                    if after != before:
+                        break
+                    time.sleep(0.02)
+                check(name + ": counted", before is not None and after == before + 1,
+                      "predrop_protocol_errors_total{phase=\"startup\"} %r -> %r" % (before, after))
+        # Answered 'S', the server completes the handshake before it refuses the bytes, through TLS.
+        want = exchange_tls(direct_tcp, [], SSL + b"xx")
+        got = exchange_tls(via_tls, [], SSL + b"xx")
+        w, g = fields(want[0]), fields(got[0])
+        check("an SSLRequest with bytes behind it, answered 'S' (fields)",
+              w[0] == b"S" and w[1] is not None and (w, want[1]) == (g, got[1]),
+              "direct: %r %s\n    predrop: %r %s" % (w, want[1], g, got[1]))
+        check("predrop with TLS is alive", p.alive(), "predrop exited")
 
     if failures:
         print("startup_table: %d check(s) FAILED" % len(failures))
