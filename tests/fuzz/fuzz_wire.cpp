@@ -38,6 +38,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       k = remove_error_field(m.data(), k, 'W');
       if (read_u32(m.data() + 1) != k - 1) __builtin_trap();
     }
+    // The server's refusal of a protocol, renamed: a whole ErrorResponse, or the raw bytes.
+    std::string e(5, '\0');
+    e[0] = 'E';
+    e.append(p + 1 + stmt_len, size - 1 - stmt_len);
+    write_u32(e.data() + 1, static_cast<uint32_t>(e.size() - 1));
+    for (std::string_view reply : {std::string_view(e), std::string_view(p, size)}) {
+      if (auto r = rename_refused_protocol(reply, "1234.0", "1234.5679")) {
+        if (r->size() != reply.size() + 3 || read_u32(r->data() + 1) != r->size() - 1) __builtin_trap();
+      }
+    }
   }
   return 0;
 }
