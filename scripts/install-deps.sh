@@ -34,13 +34,16 @@ TEST_PKGS=(
   clang libclang-rt-14-dev
   prometheus chromium systemd man-db procps bsdextrautils debootstrap
 )
+# Only the bench: perf stat counts the proxies' system calls and context switches per transaction.
+BENCH_PKGS=(linux-perf)
 # The Debian package (scripts/build-deb.sh): dpkg-deb and dpkg-shlibdeps, help2man for the man
 # page. The tests build and install it, so test and bench have them too.
 DEB_PKGS=(dpkg-dev help2man)
 
 case "$what" in
   run) wanted=("${PKGS[@]}") ;;
-  test|bench) wanted=("${PKGS[@]}" "${TEST_PKGS[@]}" "${DEB_PKGS[@]}") ;;
+  test) wanted=("${PKGS[@]}" "${TEST_PKGS[@]}" "${DEB_PKGS[@]}") ;;
+  bench) wanted=("${PKGS[@]}" "${TEST_PKGS[@]}" "${DEB_PKGS[@]}" "${BENCH_PKGS[@]}") ;;
   deb) wanted=("${PKGS[@]}" "${DEB_PKGS[@]}") ;;
   *) echo "usage: $0 run|test|bench|deb" >&2; exit 2 ;;
 esac

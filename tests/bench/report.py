@@ -3,6 +3,7 @@
 
 Lines of results.tsv (tab-separated):
   pgbench  <cell e.g. "-S c=16 prepared">  <target>  <tps>  <latency ms>  <failed>  <proxy CPU us/tx or ->
+           [<proxy syscalls/tx or ->  <proxy context switches/tx or ->]
   copy     <test: out|in>                  <target>  <seconds>  <bytes>  <proxy CPU ms or ->  <server backend CPU ms or ->
   rss      <target>  <clients>  <VmRSS kB>  <RssAnon kB>
 Targets: direct, pgbouncer, predrop. Several lines for the same cell/target are repetitions (median).
@@ -69,7 +70,8 @@ def main():
         if f[0] == "pgbench":
             if f[1] not in order:
                 order.append(f[1])
-            pg[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]), num(f[6]) if len(f) > 6 else None))
+            pg[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]), num(f[6]) if len(f) > 6 else None,
+                                   num(f[7]) if len(f) > 7 else None, num(f[8]) if len(f) > 8 else None))
         elif f[0] == "copy":
             copy[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]) if len(f) > 5 else None,
                                      num(f[6]) if len(f) > 6 else None))
@@ -101,6 +103,17 @@ def main():
               "(rotated order), so its ratio is measured under one state of the host, and 'median of runs' is the\n"
               "median of those paired ratios; its interval is distribution-free (order statistics, coverage in\n"
               "brackets): the range a rerun's median would fall in.\n")
+        if any(x[4] is not None for cell in order for t in ("predrop", "pgbouncer") for x in pg[cell][t]):
+            print("per transaction, the proxy's own process over the counted seconds (median of repetitions;\n"
+                  "CPU from /proc, system calls and context switches from perf stat)\n")
+            rows = []
+            for cell in order:
+                per = lambda t, i, spec: fmt(med([x[i] for x in pg[cell][t]]), spec)
+                rows.append([cell, per("predrop", 3, "{:.1f}"), per("pgbouncer", 3, "{:.1f}"),
+                             per("predrop", 4, "{:.2f}"), per("pgbouncer", 4, "{:.2f}"),
+                             per("predrop", 5, "{:.2f}"), per("pgbouncer", 5, "{:.2f}")])
+            table(["cell", "predrop CPU us", "pgb CPU us", "predrop syscalls", "pgb syscalls",
+                   "predrop ctx switches", "pgb ctx switches"], rows)
 
     if copy:
         print("COPY (median wall seconds around psql; MB = 10^6 bytes)\n")

@@ -47,6 +47,18 @@ now() { date +%s.%N; }
 # A proxy's CPU milliseconds between two cpu_ticks readings ("-" for direct).
 copy_cpu_ms() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", (b - a) * 1000 / hz }'; else echo -; fi; }
 log() { echo "bench: $*" >&2; }
+# The proxies' system calls and context switches per transaction come from perf stat (linux-perf)
+# attached to the process over the counted seconds; without it (or without the right to trace)
+# those columns say "-".
+PERF_STAT=0
+if command -v perf >/dev/null && perf stat -x, -e raw_syscalls:sys_enter -o /dev/null -- true >/dev/null 2>&1; then
+  PERF_STAT=1
+else
+  log "perf stat with raw_syscalls unavailable: no syscalls or context switches per transaction"
+fi
+# perf_per_tx FILE EVENT N: EVENT's count in perf stat's CSV FILE, divided by N ("-" if absent).
+perf_per_tx() { awk -F, -v e="$2" -v n="$3" '$3 == e && $1 ~ /^[0-9]+$/ && n > 0 { printf "%.2f", $1 / n; found = 1 }
+  END { if (!found) print "-" }' "$1" 2>/dev/null || echo -; }
 # Rotate the order of the three targets from one measurement to the next (the host drifts).
 rot=0
 targets_rotated() {
@@ -82,8 +94,14 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
           bench_pid=$!
           sleep "$CELL_WARMUP"
           t0=$(cpu_ticks "$pid")
+          perf_pid=""
+          if [ "$PERF_STAT" = 1 ] && [ -n "$pid" ]; then
+            perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$pid" -o "$out.perf" >/dev/null 2>&1 &
+            perf_pid=$!
+          fi
           wait "$bench_pid" || true
           t1=$(cpu_ticks "$pid")
+          if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
           steady=$(awk -v w="$CELL_WARMUP" '/^progress: / { t = $2 + 0; if (t > w) { tx += $4; lat += $7; n++ } }
             END { if (n) printf "%.1f %.3f %.0f", tx / n, lat / n, tx }' "$out")
           read -r tps lat processed <<<"${steady:-}" || true
@@ -92,12 +110,17 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
           if [ -n "$t0" ] && [ -n "$t1" ] && [ -n "$processed" ] && [ "$processed" -gt 0 ]; then
             cpu=$(awk -v a="$t0" -v b="$t1" -v n="$processed" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')
           fi
+          sys=- cs=-
+          if [ -n "$perf_pid" ] && [ -n "$processed" ]; then
+            sys=$(perf_per_tx "$out.perf" raw_syscalls:sys_enter "$processed")
+            cs=$(perf_per_tx "$out.perf" context-switches "$processed")
+          fi
           if [ -z "$tps" ]; then
             log "$cell $target: pgbench failed: $(tail -n 3 "$out" | tr '\n' ' ')"
             failed=${failed:-all}
           fi
-          printf 'pgbench\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" >>"$results"
-          log "$(printf '%-22s %-9s tps=%-10s lat=%-7s ms failed=%s cpu/tx=%s us' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu")"
+          printf 'pgbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" >>"$results"
+          log "$(printf '%-22s %-9s tps=%-10s lat=%-7s ms failed=%s cpu/tx=%s us syscalls/tx=%s cs/tx=%s' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs")"
         done
       done
     done
