@@ -14,6 +14,7 @@
 #include "evidence/ages.hpp"
 #include "evidence/baseline.hpp"
 #include "evidence/drift.hpp"
+#include "evidence/rate.hpp"
 #include "evidence/retention.hpp"
 #include "evidence/store_reader.hpp"
 #include "policy/value_text.hpp"
@@ -282,6 +283,29 @@ void print_counts(const json& obj, const std::string& title) {
   std::cout << "\n";
 }
 
+// "12 seen, 3 changed shape (25%)"
+std::string seen_changed(const json& t) {
+  return t["tables_seen"].dump() + " seen, " + t["tables_changed_shape"].dump() + " changed shape (" +
+         std::to_string(static_cast<int>(t["share_changed"].get<double>() * 100 + 0.5)) + "%)";
+}
+
+void print_rate(const Paint& p, const json& rate) {
+  const auto& o = rate["overall"];
+  std::cout << p.bold("rate of change") << ": ";
+  if (o["tables_seen"] == 0) {
+    std::cout << "no table seen recreated or altered in the window\n";
+    return;
+  }
+  std::cout << o["tables_seen"] << " table(s) seen recreated or altered, " << o["tables_changed_shape"] << " changed shape ("
+            << static_cast<int>(o["share_changed"].get<double>() * 100 + 0.5) << "%): " << o["added"] << " added a column, "
+            << o["removed"] << " removed one, " << o["renamed"] << " renamed one, " << o["type_changed"] << " changed a type\n";
+  for (const auto& [schema, t] : rate["by_schema"].items()) std::cout << "  schema " << schema << ": " << seen_changed(t) << "\n";
+  std::cout << "  weekly (week of, tables seen / changed shape):";
+  for (const auto& w : rate["weekly"])
+    std::cout << " " << w["week"].get<std::string>() << " " << w["tables_seen"] << "/" << w["tables_changed_shape"];
+  std::cout << "\n";
+}
+
 void cmd_report(const Flags& f) {
   auto s = setup("report", f.c);
   if (f.c.format == "html" && f.output.empty()) fail("report", "--format html needs --output FILE", 2);
@@ -292,6 +316,9 @@ void cmd_report(const Flags& f) {
     auto pairs = pair_and_classify(window, versioned, s.diff);
     json r = drift_report_json(window, pairs, f.days);
     r["method"] = to_string(s.diff.method);
+    // The weeks end on the store server's today: the window is its now() less the days.
+    std::string today = store.session().exec("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')").text(0, 0);
+    r["rate"] = change_rate_json(pairs, f.days, today);
     if (f.c.format == "html") {
       std::ofstream out(f.output);
       out << render_report_html(r, window, pairs);
@@ -317,6 +344,7 @@ void cmd_report(const Flags& f) {
     std::cout << "\n";
     std::cout << "before/after pairs: " << r["complete_pairs"] << " complete (" << r["pairs_waiting_for_stats"]
               << " waiting for statistics), " << r["unpaired_snapshots"] << " unpaired snapshot(s)\n";
+    print_rate(p, r["rate"]);
     if (r["pairs_found"] == 0) {
       std::cout << "no pairs: nothing is comparable until a table is captured twice\n";
       finish(0);

@@ -100,6 +100,73 @@ std::string timeline_svg(const std::vector<const StoredSnapshot*>& snaps, const 
   return o.str();
 }
 
+// The weekly rate as bars: per week, the tables seen recreated or altered, and in front of them
+// those whose shape changed. Each week's group carries its numbers (data-*) as the JSON report
+// has them, so the chart can be checked against it.
+std::string rate_chart_svg(const json& weekly) {
+  int top = 0;
+  for (const auto& w : weekly) top = std::max(top, w["tables_seen"].get<int>());
+  const int L = 44, B = 14, gap = 10, H = 160, T = 28, bottom = T + H;
+  const int n = static_cast<int>(weekly.size());
+  // Wide enough for the legend however few the weeks.
+  int width = std::max(L + (B * 2 + gap) * std::max(n, 1) + 20, L + 300), height = bottom + 52;
+  int scale = std::max(top, 1);
+  std::ostringstream o;
+  o << "<svg class='rate' xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height << "' viewBox='0 0 " << width
+    << " " << height << "' role='img' aria-label='tables seen recreated or altered, and those that changed shape, by week'>";
+  o << "<rect class='seen' x='" << L << "' y='6' width='10' height='10'/><text class='sub' x='" << L + 14
+    << "' y='15'>seen recreated or altered</text>";
+  o << "<rect class='changed' x='" << L + 180 << "' y='6' width='10' height='10'/><text class='sub' x='" << L + 194
+    << "' y='15'>changed shape</text>";
+  o << "<line class='axis' x1='" << L - 4 << "' y1='" << bottom << "' x2='" << width - 10 << "' y2='" << bottom << "'/>";
+  o << "<line class='grid' x1='" << L - 4 << "' y1='" << T << "' x2='" << width - 10 << "' y2='" << T << "'/>";
+  o << "<text class='sub' x='" << L - 8 << "' y='" << T + 4 << "' text-anchor='end'>" << top << "</text>";
+  o << "<text class='sub' x='" << L - 8 << "' y='" << bottom + 4 << "' text-anchor='end'>0</text>";
+  for (int i = 0; i < n; ++i) {
+    const auto& w = weekly[i];
+    int seen = w["tables_seen"].get<int>(), changed = w["tables_changed_shape"].get<int>();
+    int x = L + (B * 2 + gap) * i;
+    int hs = seen * H / scale, hc = changed * H / scale;
+    std::string week = w["week"].get<std::string>();
+    o << "<g class='week' data-week='" << esc(week) << "' data-seen='" << seen << "' data-changed='" << changed << "'><title>"
+      << esc("week of " + week + ": " + std::to_string(seen) + " seen recreated or altered, " + std::to_string(changed) +
+             " changed shape")
+      << "</title>";
+    o << "<rect class='seen' x='" << x << "' y='" << bottom - hs << "' width='" << B << "' height='" << hs << "'/>";
+    o << "<rect class='changed' x='" << x + B << "' y='" << bottom - hc << "' width='" << B << "' height='" << hc << "'/>";
+    // Every week is labelled while they fit; past 16 weeks, every fourth.
+    if (n <= 16 || i % 4 == 0)
+      o << "<text class='sub' transform='translate(" << x + B << " " << bottom + 10 << ") rotate(45)'>" << esc(week.substr(5)) << "</text>";
+    o << "</g>";
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+std::string rate_section(const json& rate) {
+  std::ostringstream o;
+  const auto& ov = rate["overall"];
+  o << "<section class=rate><h2>rate of change</h2><p>";
+  if (ov["tables_seen"] == 0) {
+    o << "no table seen recreated or altered in the last " << rate["window_days"] << " days";
+  } else {
+    o << ov["tables_seen"] << " table(s) seen recreated or altered in the last " << rate["window_days"] << " days; "
+      << ov["tables_changed_shape"] << " of them changed shape (" << static_cast<int>(ov["share_changed"].get<double>() * 100 + 0.5)
+      << "%)";
+  }
+  o << "</p><table><caption>by schema</caption><tr><th>schema</th><th>seen</th><th>changed shape</th><th>added a column</th>"
+       "<th>removed one</th><th>renamed one</th><th>changed a type</th></tr>";
+  auto row = [&](const std::string& name, const json& t) {
+    o << "<tr><th>" << esc(name) << "</th>";
+    for (const char* k : {"tables_seen", "tables_changed_shape", "added", "removed", "renamed", "type_changed"}) o << "<td>" << t[k] << "</td>";
+    o << "</tr>";
+  };
+  for (const auto& [schema, t] : rate["by_schema"].items()) row(schema, t);
+  row("all", ov);
+  o << "</table>" << rate_chart_svg(rate["weekly"]) << "</section>";
+  return o.str();
+}
+
 }  // namespace
 
 // Self-contained: inline CSS and SVG, no script, no external resource.
@@ -113,7 +180,8 @@ std::string render_report_html(const json& r, const std::vector<StoredSnapshot>&
        "svg{background:#fff;border:1px solid #d0d7de}.col{font:12px monospace;fill:#1d2330}.head{font:600 12px sans-serif;fill:#1d2330}"
        ".sub,.sim{font:11px sans-serif;fill:#57606a}.type{font:11px monospace;fill:#1d2330}.cell{fill:#dbe7f5}"
        ".new{fill:#b7e4c7}.gone{fill:none;stroke:#d1242f;stroke-dasharray:4 3}.rename{fill:none;stroke:#8250df;stroke-width:2}"
-       ".pair{fill:none;stroke:#1f6feb;stroke-width:2}"
+       ".pair{fill:none;stroke:#1f6feb;stroke-width:2}svg.rate .seen{fill:#9ec5fe}svg.rate .changed{fill:#d1242f}"
+       ".axis{stroke:#57606a}.grid{stroke:#d0d7de;stroke-dasharray:3 3}"
        "</style></head><body>";
   o << "<h1>predrop drift report</h1><p class=muted>last " << r["window_days"] << " days, mode " << esc(r["mode"].get<std::string>())
     << ", rename method " << esc(r.value("method", "reference")) << "</p>";
@@ -127,6 +195,7 @@ std::string render_report_html(const json& r, const std::vector<StoredSnapshot>&
                      {"unpaired snapshots", r["unpaired_snapshots"]}},
                     "before/after pairs")
     << "</section>";
+  if (r.contains("rate")) o << rate_section(r["rate"]);
   // Every pair whose columns changed, whatever its verdict: an unattributable change is still a
   // change a reader has to know about. The verdict is a column of its own.
   o << "<section><table class=changes><caption>changes (" << r["changes"].size()
