@@ -1,15 +1,12 @@
 // The baseline inside serve: every baseline.interval_s a pass over baseline.databases, run by one
-// sidecar of a fleet at a time. Rounds fall on multiples of the interval since the epoch, so the
-// sidecars of a fleet try at the same moment; each round one of them takes a session-level
-// advisory lock on the store and walks, the others find it taken and skip the round. The pass
-// runs on a thread of its own with its own connections: the relay never waits for it.
+// sidecar of a fleet per round (cli/fleet_schedule.hpp): the one that takes the baseline lock on
+// the store and claims the round there; the others find it taken, or claimed, and skip it.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "cli/fleet_schedule.hpp"
 #include "policy/policy.hpp"
 
 namespace predrop::cli {
@@ -18,30 +15,8 @@ namespace predrop::cli {
 // different store tables in one store database do not wait for each other.
 inline constexpr int kBaselineLockClass = 1885626988;  // "pdbl"
 
-// libpq conninfo (key=value or URI) with dbname set to `dbname`, as key=value text.
-std::string conninfo_with_dbname(const std::string& conninfo, const std::string& dbname);
-// The conninfo as it is when it names a database, else with `dbname`: the capture conninfo usually
-// names none (libpq would then try a database named after the role).
-std::string conninfo_or_dbname(const std::string& conninfo, const std::string& dbname);
-
-class BaselineSchedule {
- public:
-  using Overrides = std::function<void(policy::Config&)>;
-  // Starts the schedule's threads. The baseline.* keys are re-read from config_path on SIGHUP
-  // (with overrides applied, restart-only keys kept), as serve itself reloads.
-  BaselineSchedule(std::shared_ptr<const policy::Config> config, std::string config_path, Overrides overrides);
-  ~BaselineSchedule();
-  BaselineSchedule(const BaselineSchedule&) = delete;
-  BaselineSchedule& operator=(const BaselineSchedule&) = delete;
-
-  // Ends a running pass before its next batch, releases the lock and joins.
-  void stop();
-
-  struct State;
-
- private:
-  std::shared_ptr<State> state_;
-  std::thread rounds_, signals_;
-};
+// Starts the baseline's rounds; the baseline.* keys follow SIGHUP as serve's own do.
+std::unique_ptr<FleetSchedule> start_baseline_schedule(std::shared_ptr<const policy::Config> config, std::string config_path,
+                                                       FleetSchedule::Overrides overrides);
 
 }  // namespace predrop::cli

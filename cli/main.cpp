@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   };
   auto cfg = std::make_shared<Config>(*base);
   flags(*cfg);
-  predrop::cli::BaselineSchedule baseline(cfg, sf.config_path, flags);
+  auto baseline = predrop::cli::start_baseline_schedule(cfg, sf.config_path, flags);
   predrop::cli::QuarantinePurger purger(cfg, sf.config_path, flags);
   auto ages = predrop::cli::start_ages_metric(cfg);
   auto pruner = predrop::cli::start_store_pruner(cfg);
@@ -131,6 +131,6 @@ int main(int argc, char** argv) {
   if (pruner) pruner->stop();
   if (ages) ages->stop();
   purger.stop();
-  baseline.stop();
+  baseline->stop();
   return rc;
 }

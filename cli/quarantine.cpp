@@ -8,7 +8,7 @@
 
 #include "capture/quarantine_sql.hpp"
 #include "capture/snapshot.hpp"
-#include "cli/baseline_schedule.hpp"
+#include "cli/fleet_schedule.hpp"
 #include "cli/evidence_support.hpp"
 
 namespace predrop::cli {
@@ -71,11 +71,7 @@ std::string conninfo_for(const Context& c, const std::string& database) {
 
 std::vector<std::string> databases(const Context& c, const std::string& only) {
   if (!only.empty()) return {only};
-  PgSession db(conninfo_or_dbname(c.capture, "postgres"), "predrop-quarantine");
-  auto r = db.exec("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname");
-  std::vector<std::string> out;
-  for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
-  return out;
+  return connectable_databases(c.capture, "predrop-quarantine");
 }
 
 // Runs fn(database, session) on each database the command covers. A database it cannot connect to
@@ -472,6 +468,14 @@ void add_conn_options(CLI::App* sub, QFlags& f) {
 }
 
 }  // namespace
+
+std::vector<std::string> connectable_databases(const std::string& capture_conninfo, const std::string& application_name) {
+  PgSession db(conninfo_or_dbname(capture_conninfo, "postgres"), application_name);
+  auto r = db.exec("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname");
+  std::vector<std::string> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
+  return out;
+}
 
 std::vector<HeldTable> list_held(PgSession& db, const std::string& database, const std::string& schema) {
   std::vector<HeldTable> out;

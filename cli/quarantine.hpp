@@ -50,6 +50,10 @@ struct HeldTable {
 };
 
 // Oldest drop first. A missing quarantine schema is an empty list.
+// Every database a quarantine may be in: those that allow connections, templates aside, by name;
+// read through the capture conninfo (its own database, else postgres).
+std::vector<std::string> connectable_databases(const std::string& capture_conninfo, const std::string& application_name);
+
 std::vector<HeldTable> list_held(evidence::PgSession& db, const std::string& database, const std::string& schema);
 
 enum class PurgeOutcome { dropped, lock_timeout, gone };

@@ -3,103 +3,37 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <boost/asio.hpp>
 #include <chrono>
-#include <condition_variable>
-#include <csignal>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "capture/capture.hpp"
-#include "cli/baseline_schedule.hpp"
 #include "cli/quarantine.hpp"
 #include "proxy/quarantine_metrics.hpp"
 
 namespace predrop::cli {
 
-namespace asio = boost::asio;
 using capture::Params;
 using evidence::PgSession;
-using Clock = std::chrono::system_clock;
-
-struct QuarantinePurger::State {
-  std::mutex m;
-  std::condition_variable cv;
-  bool stop = false;
-  uint64_t generation = 0;
-  uint64_t kicks = 0, kicks_seen = 0;   // tables quarantined since the last round began (capture.hpp)
-  std::shared_ptr<const policy::Config> config;
-  std::string config_path;
-  Overrides overrides;
-  asio::io_context signal_ioc{1};
-  asio::signal_set sighup{signal_ioc, SIGHUP};
-
-  std::shared_ptr<const policy::Config> current() {
-    std::lock_guard lock(m);
-    return config;
-  }
-  bool stopping() {
-    std::lock_guard lock(m);
-    return stop;
-  }
-  template <class TimePoint>
-  bool wait_until(TimePoint when, bool wake_on_reload) {
-    std::unique_lock lock(m);
-    const uint64_t gen = generation;
-    return !cv.wait_until(lock, when, [&] {
-      return stop || (wake_on_reload && (generation != gen || kicks != kicks_seen));
-    });
-  }
-  // Whether a table was quarantined since the last call.
-  bool take_kick() {
-    std::lock_guard lock(m);
-    bool kicked = kicks != kicks_seen;
-    kicks_seen = kicks;
-    return kicked;
-  }
-};
 
 namespace {
-
-// The same reload as serve's and the baseline's: the file, the flags, the restart-only keys kept.
-void reload(QuarantinePurger::State& st) {
-  if (st.config_path.empty()) return;
-  auto result = policy::load_file(st.config_path);
-  if (!result.errors.empty()) return;
-  auto next = std::make_shared<policy::Config>(*result.config);
-  if (st.overrides) st.overrides(*next);
-  std::lock_guard lock(st.m);
-  policy::keep_restart_keys(*next, *st.config);
-  st.config = next;
-  ++st.generation;
-  st.cv.notify_all();
-}
-
-void wait_for_signal(asio::signal_set& set, QuarantinePurger::State& st) {
-  set.async_wait([&set, &st](boost::system::error_code ec, int) {
-    if (ec) return;
-    reload(st);
-    wait_for_signal(set, st);
-  });
-}
 
 struct Held {
   HeldTable t;
   std::shared_ptr<PgSession> db;
 };
 
-void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
-  auto cfg = st.current();
+void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<const policy::Config>& cfg,
+              const FleetSchedule::Round&) {
   const QuarantineSettings qs = quarantine_settings(*cfg);
-  const std::string store_conninfo = cfg->store_conninfo.empty() ? cfg->capture_conninfo : cfg->store_conninfo;
   if (cfg->capture_conninfo.empty()) return;
-  PgSession lock(store_conninfo, "predrop-quarantine-purger");
-  const Params key{std::to_string(kQuarantineLockClass), kQuarantineStoreTable};
-  if (lock.exec("SELECT pg_try_advisory_lock($1::int, hashtext($2))", key).text(0, 0) != "t") {
+  // Every round purges what is due then, and a kicked one comes between: no round to claim.
+  RoundLock round_lock(store_conninfo_of(*cfg), "predrop-quarantine-purger", kQuarantineLockClass, kQuarantineStoreTable);
+  if (!round_lock.try_lock()) {
     log.debug("quarantine: another predrop holds the purge lock; skipping this round");
     return;
   }
+  PgSession& lock = round_lock.session();
   bool store_ok = true;
   auto store_warn = [&](const std::exception& e) {
     if (store_ok) log.warn("quarantine: store rows not reconciled: {}", e.what());
@@ -109,10 +43,8 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
   std::set<std::string> scanned;
   int64_t now = 0;
   {
-    PgSession catalog(conninfo_or_dbname(cfg->capture_conninfo, "postgres"), "predrop-quarantine-purger");
-    auto dbs = catalog.exec("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname");
-    for (int i = 0; i < dbs.rows() && !st.stopping(); ++i) {
-      const std::string name = dbs.text(i, 0);
+    for (const auto& name : connectable_databases(cfg->capture_conninfo, "predrop-quarantine-purger")) {
+      if (fs.stopping()) break;
       try {
         auto db = std::make_shared<PgSession>(conninfo_with_dbname(cfg->capture_conninfo, name), "predrop-quarantine-purger");
         // Only a quarantine this role owns (it ran the prepare SQL, or is a member of who did)
@@ -163,7 +95,7 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
       return false;
     }
   };
-  for (size_t i = 0; i < all.size() && !st.stopping(); ++i)
+  for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
     if (all[i].t.dropped_at + qs.retention_s <= now) purge(i, "expired");
   // The caps are per database (a quarantine schema is): within each, oldest first; one that is
   // locked is passed over for the next oldest.
@@ -173,7 +105,7 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
       if (kept[i] && all[i].t.database == database) ++n, bytes += static_cast<uint64_t>(all[i].t.bytes);
     return (qs.max_tables > 0 && n > qs.max_tables) || (qs.max_bytes > 0 && bytes > qs.max_bytes);
   };
-  for (size_t i = 0; i < all.size() && !st.stopping(); ++i)
+  for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
     if (kept[i] && over_cap(all[i].t.database)) purge(i, "cap");
   int64_t tables = 0, bytes = 0;
   std::map<std::string, int64_t> per_database;
@@ -209,81 +141,32 @@ void round_of(QuarantinePurger::State& st, spdlog::logger& log) {
       store_warn(e);
     }
   }
-  lock.exec("SELECT pg_advisory_unlock($1::int, hashtext($2))", key);
-}
-
-void run_rounds(QuarantinePurger::State& st) {
-  std::shared_ptr<spdlog::logger> log;
-  while (!(log = spdlog::get("predrop")))
-    if (!st.wait_until(std::chrono::steady_clock::now() + std::chrono::milliseconds(20), false)) return;
-  // Under churn every DROP quarantines a table and kicks a round; a round (its connections, its
-  // listing, the store's reconciliation) costs more than the DROP, so kicked rounds start at most
-  // one a second and each purges everything over the caps (issue 21: predrop's CPU per quarantined
-  // DROP fell from 3.7 ms).
-  constexpr auto kKickedRoundSpacing = std::chrono::seconds(1);
-  auto last_round = std::chrono::steady_clock::time_point{};
-  while (!st.stopping()) {
-    const int interval = quarantine_settings(*st.current()).purge_interval_s;
-    if (interval <= 0) {
-      st.wait_until(std::chrono::steady_clock::now() + std::chrono::hours(1), true);
-      continue;
-    }
-    const auto period = std::chrono::seconds(interval);
-    const auto next = Clock::time_point((Clock::now().time_since_epoch() / period + 1) * period);
-    if (!st.wait_until(next, true)) {
-      // A new table in quarantine: a cap it passes is enforced now, oldest first, not next round.
-      auto cfg = st.current();
-      if (!st.take_kick() || st.stopping() || (cfg->quarantine_max_tables <= 0 && cfg->quarantine_max_bytes == 0))
-        continue;
-      const auto earliest = last_round + kKickedRoundSpacing;
-      if (std::chrono::steady_clock::now() < earliest && !st.wait_until(earliest, false)) continue;
-      st.take_kick();
-    } else {
-      st.take_kick();
-    }
-    last_round = std::chrono::steady_clock::now();
-    try {
-      round_of(st, *log);
-    } catch (const std::exception& e) {
-      log->warn("quarantine: purge round failed: {}", e.what());
-    }
-  }
 }
 
 }  // namespace
 
 QuarantinePurger::QuarantinePurger(std::shared_ptr<const policy::Config> config, std::string config_path,
-                                   Overrides overrides)
-    : state_(std::make_shared<State>()) {
-  state_->config = std::move(config);
-  state_->config_path = std::move(config_path);
-  state_->overrides = std::move(overrides);
-  wait_for_signal(state_->sighup, *state_);
-  signals_ = std::thread([st = state_] { st->signal_ioc.run(); });
-  rounds_ = std::thread([st = state_] { run_rounds(*st); });
-  capture::set_quarantine_listener([weak = std::weak_ptr<State>(state_)] {
-    auto st = weak.lock();
-    if (!st) return;
-    {
-      std::lock_guard lock(st->m);
-      ++st->kicks;
-    }
-    st->cv.notify_all();
-  });
+                                   FleetSchedule::Overrides overrides) {
+  FleetSchedule::Task task;
+  task.name = "quarantine: purge";
+  task.interval_s = [](const policy::Config& c) { return quarantine_settings(c).purge_interval_s; };
+  task.run = round_of;
+  // A new table in quarantine: a cap it passes is enforced now, oldest first, not next round.
+  // Under churn every DROP quarantines a table and kicks; a round (its connections, its listing,
+  // the store's reconciliation) costs more than the DROP, so kicked rounds start at most one a
+  // second and each purges everything over the caps (issue 21: predrop's CPU per quarantined DROP
+  // fell from 3.7 ms).
+  task.kick_starts_round = [](const policy::Config& c) { return c.quarantine_max_tables > 0 || c.quarantine_max_bytes != 0; };
+  task.kicked_round_spacing = std::chrono::seconds(1);
+  schedule_ = std::make_unique<FleetSchedule>(std::move(config), std::move(config_path), std::move(overrides), std::move(task));
+  capture::set_quarantine_listener([s = schedule_.get()] { s->kick(); });
 }
 
 QuarantinePurger::~QuarantinePurger() { stop(); }
 
 void QuarantinePurger::stop() {
   capture::set_quarantine_listener({});
-  {
-    std::lock_guard lock(state_->m);
-    state_->stop = true;
-  }
-  state_->cv.notify_all();
-  state_->signal_ioc.stop();
-  if (signals_.joinable()) signals_.join();
-  if (rounds_.joinable()) rounds_.join();
+  schedule_->stop();
 }
 
 }  // namespace predrop::cli

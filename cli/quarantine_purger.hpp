@@ -7,31 +7,27 @@
 // predrop.quarantine rows in line with the catalog, and sets the /metrics figures.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "cli/fleet_schedule.hpp"
 #include "policy/policy.hpp"
 
 namespace predrop::cli {
 
 inline constexpr int kQuarantineLockClass = 1885434225;  // "pdqq"
 
+// Its rounds (cli/fleet_schedule.hpp), kicked early by each table quarantined while a cap is set.
 class QuarantinePurger {
  public:
-  using Overrides = std::function<void(policy::Config&)>;
-  QuarantinePurger(std::shared_ptr<const policy::Config> config, std::string config_path, Overrides overrides);
+  QuarantinePurger(std::shared_ptr<const policy::Config> config, std::string config_path, FleetSchedule::Overrides overrides);
   ~QuarantinePurger();
   QuarantinePurger(const QuarantinePurger&) = delete;
   QuarantinePurger& operator=(const QuarantinePurger&) = delete;
   void stop();
 
-  struct State;
-
  private:
-  std::shared_ptr<State> state_;
-  std::thread rounds_, signals_;
+  std::unique_ptr<FleetSchedule> schedule_;
 };
 
 }  // namespace predrop::cli
