@@ -284,9 +284,18 @@ def main():
         want = exchange_tls(direct_tcp, [], SSL + b"xx")
         got = exchange_tls(via_tls, [], SSL + b"xx")
         w, g = fields(want[0]), fields(got[0])
-        check("an SSLRequest with bytes behind it, answered 'S' (fields)",
-              w[0] == b"S" and w[1] is not None and (w, want[1]) == (g, got[1]),
-              "direct: %r %s\n    predrop: %r %s" % (w, want[1], g, got[1]))
+        if want[1].startswith("no TLS handshake"):
+            # PostgreSQL 17 closes at once instead (its direct-SSL code checks its buffer before the
+            # handshake); predrop answers as 15 and 16 do. Either way the injected bytes are never
+            # served: nothing but the refusal comes back.
+            print("note: this server closed before the handshake (PostgreSQL 17); predrop refuses after it, as 15 does")
+            check("an SSLRequest with bytes behind it, answered 'S': refused, never served",
+                  w[0] == b"S" and g[0] == b"S" and g[1] is not None and g[1].get("C") == "08P01" and g[2] == b"",
+                  "direct: %r %s\n    predrop: %r %s" % (w, want[1], g, got[1]))
+        else:
+            check("an SSLRequest with bytes behind it, answered 'S' (fields)",
+                  w[0] == b"S" and w[1] is not None and (w, want[1]) == (g, got[1]),
+                  "direct: %r %s\n    predrop: %r %s" % (w, want[1], g, got[1]))
         check("predrop with TLS is alive", p.alive(), "predrop exited")
 
     if failures:
