@@ -33,7 +33,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
     log.debug("quarantine: another predrop holds the purge lock; skipping this round");
     return;
   }
-  PgSession& lock = round_lock.session();
+  PgSession& store = round_lock.session();
   bool store_ok = true;
   auto store_warn = [&](const std::exception& e) {
     if (store_ok) log.warn("quarantine: store rows not reconciled: {}", e.what());
@@ -55,7 +55,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
         now = std::stoll(db->exec("SELECT extract(epoch FROM now())::bigint").text(0, 0));
         scanned.insert(name);
         try {
-          if (store_ok) store_record_held(lock, qs.schema, held, qs.retention_s);
+          if (store_ok) store_record_held(store, qs.schema, held, qs.retention_s);
         } catch (const std::exception& e) {
           store_warn(e);
         }
@@ -85,7 +85,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
         (std::string(reason) == "expired" ? metrics.purged_expired : metrics.purged_cap).fetch_add(1);
       }
       try {
-        if (store_ok) store_mark(lock, h, qs.schema, "purged", reason);
+        if (store_ok) store_mark(store, h, qs.schema, "purged", reason);
       } catch (const std::exception& e) {
         store_warn(e);
       }
@@ -130,13 +130,13 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
         nlohmann::json j = v;
         return j.dump();
       };
-      lock.exec(std::string("UPDATE ") + kQuarantineStoreTable +
+      store.exec(std::string("UPDATE ") + kQuarantineStoreTable +
                     " SET state = 'purged', state_at = now(), state_reason = 'missing' WHERE state = 'held'"
                     " AND quarantine_schema = $1 AND database_name IN (SELECT jsonb_array_elements_text($2::jsonb))"
                     " AND id::text NOT IN (SELECT jsonb_array_elements_text($3::jsonb)) AND dropped_at < now() - interval '1 minute'",
                 Params{qs.schema, arr(dbnames), arr(ids)});
       metrics.undrops = std::stoll(
-          lock.exec(std::string("SELECT count(*) FROM ") + kQuarantineStoreTable + " WHERE state = 'restored'").text(0, 0));
+          store.exec(std::string("SELECT count(*) FROM ") + kQuarantineStoreTable + " WHERE state = 'restored'").text(0, 0));
     } catch (const std::exception& e) {
       store_warn(e);
     }

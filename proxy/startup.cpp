@@ -212,13 +212,14 @@ void Session::relay_server_refusal() {
 // upstream) leaves predrop to answer in the server's words itself.
 void Session::relay_renamed_refusal(std::shared_ptr<std::string> reply) {
   static constexpr size_t kMaxRefusal = 4096;   // an ErrorResponse of a few fields
-  auto buf = std::make_shared<std::array<char, 1024>>();
-  upstream_->async_read_some(asio::buffer(*buf), [self = shared_from_this(), buf, reply](boost::system::error_code, size_t n) {
+  // Read straight onto the end of the reply; one byte over the bound says it is not the refusal.
+  const size_t have = reply->size();
+  reply->resize(kMaxRefusal + 1);
+  upstream_->async_read_some(asio::buffer(reply->data() + have, kMaxRefusal + 1 - have),
+                             [self = shared_from_this(), reply, have](boost::system::error_code, size_t n) {
     if (self->closed_) return;
-    if (n > 0 && reply->size() + n <= kMaxRefusal) {
-      reply->append(buf->data(), n);
-      return self->relay_renamed_refusal(reply);
-    }
+    reply->resize(have + n);
+    if (n > 0 && reply->size() <= kMaxRefusal) return self->relay_renamed_refusal(reply);
     uint32_t code = self->renamed_refusal_code_;
     auto renamed = wire::rename_refused_protocol(*reply, protocol_version(wire::kUnspokenProtocolCode), protocol_version(code));
     if (!renamed) {
