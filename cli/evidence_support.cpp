@@ -16,7 +16,8 @@ void finish(int code) { throw CLI::RuntimeError(code); }
 
 void fail(const std::string& cmd, const std::string& msg, int code) {
   std::cerr << "predrop " << cmd << ": " << msg << "\n";
-  finish(code);
+  // The message rides along for a command run in-process (the console: cli/console_commands.cpp).
+  throw CLI::RuntimeError(msg, code);
 }
 
 void add_common(CLI::App* sub, Common& c, bool with_diff_options) {

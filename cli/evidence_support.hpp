@@ -32,6 +32,7 @@ struct Flags {
 };
 
 [[noreturn]] void finish(int code);
+// Prints "predrop CMD: MSG" and throws CLI::RuntimeError(MSG, code): what() is the message.
 [[noreturn]] void fail(const std::string& cmd, const std::string& msg, int code = 1);
 
 // Colour only for a terminal, and never when NO_COLOR is set.

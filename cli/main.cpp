@@ -8,6 +8,7 @@
 #include "cli/store_pruner.hpp"
 #include "cli/baseline_schedule.hpp"
 #include "cli/evidence.hpp"
+#include "cli/console_commands.hpp"
 #include "cli/quarantine.hpp"
 #include "cli/quarantine_purger.hpp"
 #include "policy/policy.hpp"
@@ -127,7 +128,7 @@ int main(int argc, char** argv) {
   predrop::cli::QuarantinePurger purger(cfg, sf.config_path, flags);
   auto ages = predrop::cli::start_ages_metric(cfg);
   auto pruner = predrop::cli::start_store_pruner(cfg);
-  int rc = predrop::proxy::serve(cfg, sf.config_path, flags);
+  int rc = predrop::proxy::serve(cfg, sf.config_path, flags, predrop::cli::console_commands());
   if (pruner) pruner->stop();
   if (ages) ages->stop();
   purger.stop();

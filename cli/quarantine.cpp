@@ -246,24 +246,26 @@ struct Undrop {
   }
 };
 
-void cmd_undrop(const QFlags& f) {
-  auto ctx = context("undrop", f);
-  auto [schema, table] = capture::split_qualified(f.table);
+// Restores the newest quarantined version of table (or the one with this id); its report as JSON.
+// Fails (fail()) with what was not possible; nothing is restored then.
+json undrop_table(const Context& ctx, const std::string& qualified, const std::string& id, const std::string& as,
+                  const std::string& database) {
+  auto [schema, table] = capture::split_qualified(qualified);
   try {
-    PgSession db(conninfo_for(ctx, f.database), "predrop-undrop");
+    PgSession db(conninfo_for(ctx, database), "predrop-undrop");
     const std::string dbname = database_of(db);
     auto held = list_held(db, dbname, ctx.qs.schema);
     const HeldTable* pick = nullptr;
     for (const auto& h : held)
-      if (str(h.detail, "schema") == schema && str(h.detail, "table") == table && (f.id.empty() || h.id() == f.id))
+      if (str(h.detail, "schema") == schema && str(h.detail, "table") == table && (id.empty() || h.id() == id))
         pick = &h;  // oldest first: the last match is the newest
     if (!pick)
-      fail("undrop", "no quarantined version of " + schema + "." + table + (f.id.empty() ? "" : " with id " + f.id) +
+      fail("undrop", "no quarantined version of " + schema + "." + table + (id.empty() ? "" : " with id " + id) +
                          " in database " + dbname);
     std::string to_schema = schema, to_name = table;
-    if (!f.as.empty()) {
-      if (f.as.find('.') != std::string::npos) std::tie(to_schema, to_name) = capture::split_qualified(f.as);
-      else to_name = f.as;
+    if (!as.empty()) {
+      if (as.find('.') != std::string::npos) std::tie(to_schema, to_name) = capture::split_qualified(as);
+      else to_name = as;
     }
     if (relation_exists(db, to_schema, to_name))
       fail("undrop", to_schema + "." + to_name + " exists; restore under another name with --as NAME");
@@ -329,11 +331,25 @@ void cmd_undrop(const QFlags& f) {
     r["from"] = ctx.qs.schema + "." + pick->quarantine_table;
     r["table"] = to_schema + "." + to_name;
     r["dropped_at"] = str(d, "dropped_at");
+    r["restored_from"] = schema + "." + table;
+    return r;
+  } catch (const CLI::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("undrop", e.what());
+  }
+}
+
+void cmd_undrop(const QFlags& f) {
+  auto ctx = context("undrop", f);
+  json r = undrop_table(ctx, f.table, f.id, f.as, f.database);
+  {
     if (f.format == "json") {
+      r.erase("restored_from");
       std::cout << r.dump(2) << "\n";
     } else {
-      std::cout << "restored " << schema << "." << table << " (id " << pick->id() << ", dropped " << str(d, "dropped_at")
-                << ") as " << to_schema << "." << to_name << "\n";
+      std::cout << "restored " << str(r, "restored_from") << " (id " << str(r, "id") << ", dropped " << str(r, "dropped_at")
+                << ") as " << str(r, "table") << "\n";
       for (const auto& x : r["restored"])
         std::cout << "  " << str(x, "kind") << " " << str(x, "name")
                   << (str(x, "kind") == "owner" ? ": owns it again\n" : ": original name\n");
@@ -343,21 +359,16 @@ void cmd_undrop(const QFlags& f) {
       for (const auto& x : r["not_restored"])
         std::cout << "  NOT restored: " << str(x, "kind") << " " << str(x, "name") << ": " << str(x, "reason") << "\n";
     }
-  } catch (const CLI::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail("undrop", e.what());
   }
   finish(0);
 }
 
 // ---- list / purge ----
 
-void cmd_list(const QFlags& f) {
-  auto ctx = context("quarantine list", f);
+json list_quarantine(const Context& ctx, const std::string& database) {
   json all = json::array();
   try {
-    for_each_database(ctx, f.database, "quarantine list", "not listed", [&](const std::string& dbname, PgSession& db) {
+    for_each_database(ctx, database, "quarantine list", "not listed", [&](const std::string& dbname, PgSession& db) {
       const int64_t now = server_now(db);
       for (const auto& h : list_held(db, dbname, ctx.qs.schema)) {
         all.push_back({{"database", dbname},
@@ -380,6 +391,12 @@ void cmd_list(const QFlags& f) {
   } catch (const std::exception& e) {
     fail("quarantine list", e.what());
   }
+  return all;
+}
+
+void cmd_list(const QFlags& f) {
+  auto ctx = context("quarantine list", f);
+  json all = list_quarantine(ctx, f.database);
   if (f.format == "json") {
     std::cout << all.dump(2) << "\n";
     finish(0);
@@ -559,6 +576,18 @@ int64_t parse_utc_seconds(const std::string& iso) {
   std::tm tm{};
   if (!strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return 0;
   return static_cast<int64_t>(timegm(&tm));
+}
+
+json quarantine_list_json(std::shared_ptr<const policy::Config> cfg, const std::string& database) {
+  Context c{cfg, quarantine_settings(*cfg), cfg->capture_conninfo, cfg->store_conninfo};
+  if (c.capture.empty()) fail("quarantine list", "capture.conninfo is required", 2);
+  return list_quarantine(c, database);
+}
+
+json undrop_json(std::shared_ptr<const policy::Config> cfg, const std::string& table, const std::string& as, const std::string& database) {
+  Context c{cfg, quarantine_settings(*cfg), cfg->capture_conninfo, cfg->store_conninfo};
+  if (c.capture.empty()) fail("undrop", "capture.conninfo is required", 2);
+  return undrop_table(c, table, "", as, database);
 }
 
 void register_quarantine_commands(CLI::App& app) {

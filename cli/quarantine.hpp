@@ -75,4 +75,10 @@ int64_t parse_utc_seconds(const std::string& iso);
 
 void register_quarantine_commands(CLI::App& app);
 
+// `quarantine list --format json` and `undrop --format json` as functions (the console's SHOW
+// QUARANTINE and UNDROP). They fail by throwing CLI::RuntimeError, whose what() says why.
+nlohmann::json quarantine_list_json(std::shared_ptr<const policy::Config> cfg, const std::string& database);
+nlohmann::json undrop_json(std::shared_ptr<const policy::Config> cfg, const std::string& table, const std::string& as,
+                           const std::string& database);
+
 }  // namespace predrop::cli

@@ -74,4 +74,30 @@ std::string describe(const Config& config) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::vector<ConfigValue> config_values(const Config& config) {
+  std::vector<ConfigValue> values;
+  for (const auto& spec : detail::config_keys()) {
+    ConfigValue v{spec.name, {}, spec.reload};
+    if (spec.shape == detail::Shape::list) {
+      for (const auto& item : spec.get_list(config)) v.value += (v.value.empty() ? "" : ", ") + item;
+    } else {
+      v.value = spec.secret ? mask_conninfo(spec.get(config)) : spec.get(config);
+    }
+    values.push_back(std::move(v));
+  }
+  for (size_t i = 0; i < config.rules.size(); ++i) {
+    for (const auto& spec : detail::rule_keys()) {
+      ConfigValue v{"rules[" + std::to_string(i) + "]." + spec.name, {}, spec.reload};
+      if (spec.shape == detail::Shape::list) {
+        for (const auto& item : spec.get_list(config.rules[i])) v.value += (v.value.empty() ? "" : ", ") + item;
+      } else {
+        v.value = spec.get(config.rules[i]);
+        if (v.value.empty()) continue;   // a who-condition left out
+      }
+      values.push_back(std::move(v));
+    }
+  }
+  return values;
+}
+
 }  // namespace predrop::policy

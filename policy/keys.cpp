@@ -224,6 +224,13 @@ std::vector<ConfigKey> build_config_keys() {
   k.push_back(int_key<Config>("metrics.ages_interval_s", [](auto& c) -> auto& { return c.metrics_ages_interval_s; },
                               0, 86400, restart));
 
+  k.push_back(string_key<Config>("console.database", [](auto& c) -> auto& { return c.console_database; }, sighup));
+  k.back().type = "a database name (empty: no console)";
+  k.push_back(string_key<Config>("console.role", [](auto& c) -> auto& { return c.console_role; }, sighup));
+  k.back().type = "a role name";
+  k.push_back(list_key<Config>("console.users", [](auto& c) -> auto& { return c.console_users; }, sighup,
+                               non_empty_item));
+
   k.push_back(enum_key<Config>("default.action", [](auto& c) -> auto& { return c.default_rule.action; }, kActions,
                                sighup));
   k.push_back(enum_key<Config>("default.on_failure", [](auto& c) -> auto& { return c.default_rule.on_failure; },

@@ -151,6 +151,12 @@ struct Config {
   int store_prune_interval_s = 3600;
   // Seconds between the store reads behind predrop_table_version_age_seconds; 0: no such metric.
   int metrics_ages_interval_s = 300;
+  // The console (proxy/console.hpp): a client that asks for this database reaches predrop itself,
+  // once the server authenticated it (against its postgres database) and it is a member of
+  // console_role or listed in console_users. Empty: no console; every database is relayed.
+  std::string console_database = "predrop";
+  std::string console_role = "predrop_admin";
+  std::vector<std::string> console_users;
   std::vector<Rule> rules;         // first match wins
   Rule default_rule;               // when none matches
 
@@ -162,6 +168,9 @@ struct Config {
   // Whether a baseline.exclude glob names the table.
   bool baseline_excludes(std::string_view schema, std::string_view table) const;
 };
+
+// Whether a key takes effect on SIGHUP or only at restart.
+enum class ReloadBehaviour : uint8_t { sighup, restart };
 
 struct ConfigError {
   std::string file;
@@ -189,6 +198,13 @@ LoadResult load_defaults();
 std::vector<std::string> known_keys();
 // For check-config and logs: the config with secrets masked.
 std::string describe(const Config& config);
+// The same, one row per dotted key ("rules[0].action" for rules), for the console's SHOW CONFIG.
+struct ConfigValue {
+  std::string key;
+  std::string value;                 // secrets masked; a list's items joined with ", "
+  ReloadBehaviour reload;
+};
+std::vector<ConfigValue> config_values(const Config& config);
 std::string mask_conninfo(std::string_view conninfo);
 
 // The names rules use for parser::DestroyKind, in its order (index = bit in Rule::kinds).
@@ -197,7 +213,6 @@ std::string_view kind_name(int kind);              // "" when out of range
 std::optional<int> kind_from_name(std::string_view name);
 
 // Whether a key ("limits.max_clients") takes effect on SIGHUP or only at restart; nullopt if unknown.
-enum class ReloadBehaviour : uint8_t { sighup, restart };
 std::optional<ReloadBehaviour> reload_behaviour(std::string_view key);
 
 struct ReloadResult {

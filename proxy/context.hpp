@@ -3,9 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -14,13 +16,15 @@
 
 #include "capture/capture.hpp"
 #include "parser/parser.hpp"
+#include "proxy/console.hpp"
 #include "policy/policy.hpp"
 
 namespace predrop::proxy {
 
 class Session;
 
-// Sessions by backend key (for CancelRequest) and all live sessions (for the drain).
+// Sessions by backend key (for CancelRequest) and all live sessions (for the drain). Console
+// sessions are live too (the drain's end closes them) but are not counted: size() is the clients.
 class SessionRegistry {
  public:
   void add(const std::shared_ptr<Session>& s);
@@ -29,12 +33,14 @@ class SessionRegistry {
   std::shared_ptr<Session> find_by_key(const std::string& key);
   std::vector<std::shared_ptr<Session>> all();
   size_t size();
+  void set_console(Session* s);
 
  private:
   std::mutex mu_;
   std::map<Session*, std::weak_ptr<Session>> live_;
   std::map<std::string, std::weak_ptr<Session>> by_key_;
   std::map<Session*, std::string> key_of_;
+  std::set<Session*> consoles_;
 };
 
 // What waits for a prepared transaction (PREPARE TRANSACTION) to end, by database and gid, until
@@ -93,6 +99,14 @@ struct ProxyContext {
   PreparedAfters prepared_afters{"afters"};
   PreparedOutcomes prepared_outcomes{"outcome checks"};
   std::atomic<bool> draining{false};
+  // The console's commands served outside proxy/ (cli/ gives them to serve), and RELOAD: the
+  // server's SIGHUP reload, run on its main thread; done gets what the log says, or errors.
+  ConsoleCommands console_commands;
+  struct ReloadOutcome {
+    bool ok = false;
+    std::vector<std::string> lines;   // errors when !ok; restart-only keys the file changed when ok
+  };
+  std::function<void(std::function<void(ReloadOutcome)> done)> reload;
 };
 
 }  // namespace predrop::proxy

@@ -138,6 +138,10 @@ void Hold::begin(HoldInput in) {
   held_bytes_ = in.held_bytes;
   context_ = std::make_unique<capture::StatementContext>(in.context);
   HoldPlan plan = plan_hold(*cfg_, in);
+  ++count_;
+  tables_.clear();
+  for (const auto& t : plan.request.targets)
+    tables_ += (tables_.empty() ? "" : ", ") + (t.schema.empty() ? t.name : t.schema + "." + t.name);
   substitute_.reset();
   quarantine_schema_.clear();
   if (!plan.quarantine.empty()) {

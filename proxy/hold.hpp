@@ -62,6 +62,9 @@ class Hold {
   char type() const { return type_; }
   uint64_t held_bytes() const { return held_bytes_; }
   const capture::StatementContext* context() const { return context_.get(); }
+  std::chrono::steady_clock::time_point started() const { return started_; }
+  uint64_t count() const { return count_; }                 // holds this session began
+  const std::string& tables() const { return tables_; }     // the last hold's targets, for the console
   // What reaches the server in place of the held message once it is released: the client's text with
   // its quarantined statements substituted (proxy/quarantine.hpp). Null: the message as it is.
   const SubstitutedText* substitute() const { return substitute_.get(); }
@@ -82,6 +85,8 @@ class Hold {
   std::shared_ptr<const policy::Config> cfg_;   // the policy in force when this hold began
   char type_ = 0;
   uint64_t held_bytes_ = 0;
+  uint64_t count_ = 0;
+  std::string tables_;
   std::chrono::steady_clock::time_point started_;
   // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
   std::unique_ptr<capture::StatementContext> context_;

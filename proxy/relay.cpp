@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "proxy/metrics.hpp"
+#include "proxy/console.hpp"
 #include "proxy/session.hpp"
 
 namespace predrop::proxy {
@@ -629,6 +630,7 @@ void Session::close(std::string_view why) {
 
 void Session::terminate_admin_shutdown() {
   if (closed_) return;
+  if (auto console = console_handler_.lock()) return console_terminate_admin_shutdown(console);
   if (!relaying_ || back_.writing || back_.pass_remaining > 0 || back_.scan < back_.end) return close("shutdown");
   auto err = std::make_shared<std::string>(
       wire::error_response("FATAL", "57P01", "terminating connection due to administrator command (predrop shutting down)"));

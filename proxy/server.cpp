@@ -30,6 +30,7 @@ void SessionRegistry::add(const std::shared_ptr<Session>& s) {
 void SessionRegistry::remove(Session* s) {
   std::lock_guard lk(mu_);
   live_.erase(s);
+  consoles_.erase(s);
   auto it = key_of_.find(s);
   if (it != key_of_.end()) {
     by_key_.erase(it->second);
@@ -57,7 +58,11 @@ std::vector<std::shared_ptr<Session>> SessionRegistry::all() {
 }
 size_t SessionRegistry::size() {
   std::lock_guard lk(mu_);
-  return live_.size();
+  return live_.size() - consoles_.size();
+}
+void SessionRegistry::set_console(Session* s) {
+  std::lock_guard lk(mu_);
+  if (live_.count(s)) consoles_.insert(s);
 }
 
 namespace {
@@ -143,13 +148,18 @@ capture::CaptureConfig capture_config(const policy::Config& cfg) {
 
 class Server {
  public:
-  Server(std::shared_ptr<const policy::Config> cfg, std::string config_path, ConfigOverrides overrides)
+  Server(std::shared_ptr<const policy::Config> cfg, std::string config_path, ConfigOverrides overrides,
+         ConsoleCommands console_commands)
       : config_path_(std::move(config_path)),
         overrides_(std::move(overrides)),
         threads_(cfg->threads > 0 ? cfg->threads : std::max(1u, std::thread::hardware_concurrency())),
         signals_(main_ioc_, SIGTERM, SIGINT, SIGHUP),
         drain_timer_(main_ioc_) {
     ctx_.set_config(cfg);
+    ctx_.console_commands = std::move(console_commands);
+    ctx_.reload = [this](std::function<void(ProxyContext::ReloadOutcome)> done) {
+      asio::post(main_ioc_, [this, done = std::move(done)] { done(reload("RELOAD")); });
+    };
     for (int i = 0; i < threads_; ++i) {
       loops_.push_back(std::make_unique<asio::io_context>(1));
       guards_.emplace_back(asio::make_work_guard(*loops_.back()));
@@ -286,7 +296,7 @@ class Server {
     signals_.async_wait([this](boost::system::error_code ec, int sig) {
       if (ec) return;
       if (sig == SIGHUP) {
-        reload();
+        reload("SIGHUP");
         return wait_signal();
       }
       if (draining_) {
@@ -326,16 +336,22 @@ class Server {
     });
   }
 
-  void reload() {
+  // SIGHUP, or the console's RELOAD (`why` says which, in the log).
+  ProxyContext::ReloadOutcome reload(const char* why) {
+    ProxyContext::ReloadOutcome outcome;
     if (config_path_.empty()) {
-      spdlog::info("SIGHUP: no --config file to reload");
-      return;
+      spdlog::info("{}: no --config file to reload", why);
+      outcome.lines.push_back("predrop serve runs without --config: there is no file to reload");
+      return outcome;
     }
     auto result = policy::load_file(config_path_);
     if (!result.errors.empty()) {
       metrics().reloads_failed.fetch_add(1);
-      for (const auto& e : result.errors) spdlog::error("reload rejected, old policy kept: {}", e.to_string());
-      return;
+      for (const auto& e : result.errors) {
+        spdlog::error("reload rejected, old policy kept: {}", e.to_string());
+        outcome.lines.push_back(e.to_string());
+      }
+      return outcome;
     }
     auto current = ctx_.config();
     auto next = std::make_shared<policy::Config>(*result.config);
@@ -347,9 +363,13 @@ class Server {
     spdlog::set_level(spdlog::level::from_str(next->logging.level));
     if (ctx_.capture) ctx_.capture->reconfigure(capture_config(*next));
     metrics().reloads_ok.fetch_add(1);
-    spdlog::info("SIGHUP: policy reloaded from {}", config_path_);
-    for (const auto& key : restart_required)
-      spdlog::warn("SIGHUP: {} changed in the file; the running value is kept until predrop restarts", key);
+    spdlog::info("{}: policy reloaded from {}", why, config_path_);
+    for (const auto& key : restart_required) {
+      spdlog::warn("{}: {} changed in the file; the running value is kept until predrop restarts", why, key);
+      outcome.lines.push_back(key);
+    }
+    outcome.ok = true;
+    return outcome;
   }
 
   std::string config_path_;
@@ -440,11 +460,12 @@ void setup_logging(const policy::Logging& l) {
 
 }  // namespace
 
-int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path, ConfigOverrides overrides) {
+int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path, ConfigOverrides overrides,
+          ConsoleCommands console_commands) {
   setup_logging(config->logging);
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    Server server(std::move(config), config_path, std::move(overrides));
+    Server server(std::move(config), config_path, std::move(overrides), std::move(console_commands));
     return server.run();
   } catch (const std::exception& e) {
     spdlog::critical("predrop serve: {}", e.what());

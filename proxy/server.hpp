@@ -2,6 +2,8 @@
 // The only room that knows the others.
 #pragma once
 
+#include "proxy/console.hpp"
+
 #include <functional>
 #include <memory>
 
@@ -13,6 +15,8 @@ namespace predrop::proxy {
 using ConfigOverrides = std::function<void(policy::Config&)>;
 
 // Runs until SIGTERM/SIGINT (drained) and returns the process exit code.
-int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path, ConfigOverrides overrides = {});
+// console_commands: the console's commands served outside proxy/ (proxy/console.hpp).
+int serve(std::shared_ptr<const policy::Config> config, const std::string& config_path, ConfigOverrides overrides = {},
+          ConsoleCommands console_commands = {});
 
 }  // namespace predrop::proxy

@@ -55,6 +55,21 @@ struct Pipe {
   std::unique_ptr<asio::steady_timer> coalesce_timer;   // made at the first batched COPY
 };
 
+// What the console shows of one session (SHOW SESSIONS, SHOW HOLDS); read on the session's thread.
+struct SessionView {
+  uint64_t id = 0;
+  std::string user, database, application_name, client_addr;
+  bool tls = false;
+  std::string state;            // startup, idle, active, idle in transaction, holding, console
+  double connected_s = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;   // from the client, from the server
+  uint64_t holds = 0;           // so far
+  bool holding = false;         // then:
+  double waited_ms = 0;
+  std::string statement;        // normalised, without literals (as the ledger has it)
+  std::string tables;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(ProxyContext& ctx, tcp::socket client, BufferPool& pool);
@@ -66,9 +81,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // Shutdown drain is over: tell the client and close.
   void terminate_admin_shutdown();
   asio::any_io_executor executor() { return client_.socket().get_executor(); }
+  // nullopt once closed. Call on the session's executor.
+  std::optional<SessionView> view() const;
 
  private:
   friend class Hold;
+  friend class Console;
   using Clock = std::chrono::steady_clock;
 
   // startup.cpp
@@ -90,6 +108,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void fail_startup(std::string_view sqlstate, std::string message, std::string_view detail = {}, std::string before = {});
   void startup_protocol_error(const std::string& what);   // logged and counted; the client is told nothing
   void relay_server_refusal();
+  bool asks_for_console(const wire::StartupParams& startup) const;
+  void start_console(wire::StartupParams startup);
 
   // relay.cpp
   void start_relay();
@@ -166,6 +186,8 @@ class Session : public std::enable_shared_from_this<Session> {
   uint32_t renamed_refusal_code_ = 0;          // a negotiation repeated: the server's refusal is renamed to it
   bool refuse_after_handshake_ = false;        // bytes came behind an SSLRequest answered 'S'
   bool closed_ = false;
+  bool console_ = false;                       // asked for console.database: proxy/console.cpp serves it
+  std::weak_ptr<Console> console_handler_;
   bool client_terminated_ = false;
   bool strip_plus_ = false;
   bool registered_ = false;

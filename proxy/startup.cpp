@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "proxy/console.hpp"
 #include "proxy/metrics.hpp"
 #include "proxy/session.hpp"
 
@@ -163,14 +164,17 @@ void Session::on_startup_packet(std::string packet) {
     server_answers_startup_ = true;
     return connect_upstream();
   }
+  std::optional<wire::StartupParams> parsed;
+  if ((code >> 16) == 3) parsed = wire::parse_startup(packet.data() + 4, packet.size() - 4);
+  // The console stays open through a drain (an operator watches what it waits for) and does not
+  // count against limits.max_clients.
+  if (parsed && !parsed->get("user").empty() && asks_for_console(*parsed)) return start_console(std::move(*parsed));
   if (ctx_.draining.load()) return fail_startup("57P03", "predrop is shutting down");
   if (static_cast<int>(ctx_.registry.size()) > cfg_->limits.max_clients) {
     metrics().client_connections_rejected.fetch_add(1);
     return fail_startup("53300", "sorry, too many clients already (predrop limits.max_clients=" +
                                      std::to_string(cfg_->limits.max_clients) + ")");
   }
-  std::optional<wire::StartupParams> parsed;
-  if ((code >> 16) == 3) parsed = wire::parse_startup(packet.data() + 4, packet.size() - 4);
   if (!parsed || parsed->get("user").empty()) {
     std::string why = (code >> 16) != 3 ? unsupported_protocol(code)
                       : !parsed         ? "invalid startup packet layout"
@@ -190,6 +194,26 @@ void Session::on_startup_packet(std::string packet) {
   // Whether this session's shape changes get afters is fixed at its start (a SIGHUP turning
   // capture.after off still stops their capture: Session::capture_afters reads the policy).
   decoder_->track_shape_changes(cfg_->after_capture && cfg_->snapshots_enabled && ctx_.capture != nullptr);
+  connect_upstream();
+}
+
+bool Session::asks_for_console(const wire::StartupParams& startup) const {
+  if (cfg_->console_database.empty() || !startup.get("replication").empty()) return false;
+  std::string database = startup.get("database");
+  return (database.empty() ? startup.get("user") : database) == cfg_->console_database;
+}
+
+// The server authenticates a console user on its postgres database (predrop keeps no credentials);
+// what follows the startup is proxy/console.cpp's.
+void Session::start_console(wire::StartupParams startup) {
+  console_ = true;
+  ctx_.registry.set_console(this);
+  bool named = false;
+  for (auto& [key, value] : startup.params)
+    if (key == "database") value = "postgres", named = true;
+  if (!named) startup.params.emplace_back("database", "postgres");
+  params_ = std::move(startup);
+  startup_packet_ = wire::startup_packet(params_);
   connect_upstream();
 }
 
@@ -402,6 +426,7 @@ void Session::send_startup_upstream() {
     self->startup_packet_.clear();
     self->startup_packet_.shrink_to_fit();
     if (self->server_answers_startup_) return self->relay_server_refusal();
+    if (self->console_) return run_console(self);
     self->start_relay();
   });
 }

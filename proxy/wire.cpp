@@ -166,6 +166,50 @@ std::optional<std::string> rename_refused_protocol(std::string_view reply, std::
   return out;
 }
 
+std::string startup_packet(const StartupParams& startup) {
+  std::string m(8, '\0');
+  write_u32(m.data() + 4, startup.protocol);
+  for (const auto& [key, value] : startup.params) {
+    m.append(key).push_back('\0');
+    m.append(value).push_back('\0');
+  }
+  m.push_back('\0');
+  write_u32(m.data(), static_cast<uint32_t>(m.size()));
+  return m;
+}
+
+std::string row_description(const std::vector<std::string>& columns) {
+  std::string m(kHeaderLen, '\0');
+  m[0] = 'T';
+  char n[2] = {static_cast<char>(columns.size() >> 8), static_cast<char>(columns.size() & 0xFF)};
+  m.append(n, 2);
+  for (const auto& name : columns) {
+    m.append(name).push_back('\0');
+    char field[18] = {};
+    write_u32(field + 6, 25);                 // type text, table 0, column 0
+    field[10] = field[11] = '\xFF';            // typlen -1
+    write_u32(field + 12, 0xFFFFFFFFu);       // typmod -1; format 0 (text)
+    m.append(field, 18);
+  }
+  write_u32(m.data() + 1, static_cast<uint32_t>(m.size() - 1));
+  return m;
+}
+
+std::string data_row(const std::vector<std::optional<std::string>>& values) {
+  std::string m(kHeaderLen, '\0');
+  m[0] = 'D';
+  char n[2] = {static_cast<char>(values.size() >> 8), static_cast<char>(values.size() & 0xFF)};
+  m.append(n, 2);
+  for (const auto& v : values) {
+    char len[4];
+    write_u32(len, v ? static_cast<uint32_t>(v->size()) : 0xFFFFFFFFu);
+    m.append(len, 4);
+    if (v) m.append(*v);
+  }
+  write_u32(m.data() + 1, static_cast<uint32_t>(m.size() - 1));
+  return m;
+}
+
 std::string command_complete(std::string_view tag) {
   std::string m(kHeaderLen, '\0');
   m[0] = 'C';

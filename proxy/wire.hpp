@@ -73,6 +73,12 @@ size_t remove_substitute_context(char* msg, size_t len, std::string_view stateme
 // nullopt for anything else.
 std::optional<std::string> rename_refused_protocol(std::string_view reply, std::string_view from, std::string_view to);
 
+// A StartupMessage (length word included) with these parameters, in their order.
+std::string startup_packet(const StartupParams& startup);
+// RowDescription of text columns, and a DataRow (nullopt: NULL), as the console answers.
+std::string row_description(const std::vector<std::string>& columns);
+std::string data_row(const std::vector<std::optional<std::string>>& values);
+
 // A CommandComplete message with this tag.
 std::string command_complete(std::string_view tag);
 
