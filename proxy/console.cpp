@@ -25,8 +25,8 @@ constexpr size_t kMaxAuthMessage = 64 * 1024;
 constexpr size_t kMaxCommand = 64 * 1024;
 
 constexpr const char* kCommandList =
-    "SHOW HOLDS, SHOW SESSIONS, SHOW STATS, SHOW CONFIG, SHOW QUARANTINE, SHOW SNAPSHOTS [schema.table], "
-    "SHOW AGES [database [schema]], RELOAD, UNDROP schema.table [AS name]";
+    "SHOW HOLDS, SHOW SESSIONS, SHOW STATS, SHOW CONFIG, SHOW QUARANTINE [database], SHOW SNAPSHOTS [schema.table], "
+    "SHOW AGES [database [schema]], RELOAD, UNDROP schema.table [AS name] [IN database]";
 
 std::string upper(std::string_view text) {
   std::string out(text);
@@ -331,6 +331,13 @@ class Console : public std::enable_shared_from_this<Console> {
       if ((what == "HOLDS" || what == "SESSIONS") && rest.empty()) return show_sessions(what == "HOLDS");
     } else if (first == "RELOAD" && rest.empty()) {
       return reload();
+    } else if (first == "BEGIN" || first == "START" || first == "COMMIT" || first == "END" || first == "ROLLBACK" ||
+               first == "ABORT") {
+      // Nothing here is transactional; a driver that opens a transaction first (psycopg2 by default)
+      // is answered as if it had one, and its ReadyForQuery stays idle so it never sends COMMIT.
+      ConsoleReply r;
+      r.tag = first == "START" ? "START TRANSACTION" : first == "END" ? "COMMIT" : first == "ABORT" ? "ROLLBACK" : first;
+      return reply(r);
     }
     auto it = ctx_.console_commands.find(words);
     if (it == ctx_.console_commands.end()) {

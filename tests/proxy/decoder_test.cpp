@@ -755,5 +755,31 @@ TEST(RenameRefusedProtocol, AnythingElseIsNotRenamed) {
             std::nullopt);
 }
 
+// What the console sends: a startup to the server, and rows psql reads.
+TEST(ConsoleWire, StartupPacketRoundTrips) {
+  namespace wire = predrop::proxy::wire;
+  wire::StartupParams p;
+  p.protocol = wire::kProtocol3;
+  p.params = {{"user", "alice"}, {"database", "postgres"}, {"application_name", "psql"}};
+  auto packet = wire::startup_packet(p);
+  ASSERT_EQ(wire::read_u32(packet.data()), packet.size());
+  auto back = wire::parse_startup(packet.data() + 4, packet.size() - 4);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->protocol, wire::kProtocol3);
+  EXPECT_EQ(back->params, p.params);
+}
+
+TEST(ConsoleWire, RowDescriptionAndDataRow) {
+  namespace wire = predrop::proxy::wire;
+  auto t = wire::row_description({"stat", "value"});
+  ASSERT_EQ(t[0], 'T');
+  EXPECT_EQ(wire::read_u32(t.data() + 1), t.size() - 1);
+  EXPECT_EQ(t.size(), 1 + 4 + 2 + 2 * 18 + std::string("stat").size() + 1 + std::string("value").size() + 1);
+  EXPECT_EQ(t.substr(7, 5), std::string("stat\0", 5));
+  EXPECT_EQ(wire::read_u32(t.data() + 12 + 6), 25u);   // text
+  auto d = wire::data_row({std::string("a"), std::nullopt, std::string()});
+  EXPECT_EQ(d, std::string("D\0\0\0\x13\0\x03\0\0\0\x01" "a" "\xff\xff\xff\xff" "\0\0\0\0", 20));
+}
+
 }  // namespace
 }  // namespace dectest
