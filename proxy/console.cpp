@@ -14,6 +14,7 @@
 
 #include "proxy/admin.hpp"
 #include "proxy/console.hpp"
+#include "proxy/console_command.hpp"
 #include "proxy/session.hpp"
 
 namespace predrop::proxy {
@@ -27,12 +28,6 @@ constexpr size_t kMaxCommand = 64 * 1024;
 constexpr const char* kCommandList =
     "SHOW HOLDS, SHOW SESSIONS, SHOW STATS, SHOW CONFIG, SHOW QUARANTINE [database], SHOW SNAPSHOTS [schema.table], "
     "SHOW AGES [database [schema]], RELOAD, UNDROP schema.table [AS name] [IN database]";
-
-std::string upper(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // A string literal whatever standard_conforming_strings says.
 std::string quote_literal(std::string_view text) {
@@ -56,25 +51,6 @@ std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
-}
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-// The text without surrounding blanks and trailing semicolons.
-std::string_view trim_command(std::string_view text) {
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && (is_space(text.back()) || text.back() == ';')) text.remove_suffix(1);
-  return text;
-}
-
-// The next word of text (moved past it and the blanks after it).
-std::string_view next_word(std::string_view& text) {
-  size_t end = 0;
-  while (end < text.size() && !is_space(text[end])) ++end;
-  auto word = text.substr(0, end);
-  text.remove_prefix(end);
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  return word;
 }
 
 // /metrics, one row per sample.
@@ -314,41 +290,43 @@ class Console : public std::enable_shared_from_this<Console> {
   }
 
   void run_command(const std::string& text) {
-    std::string_view rest = trim_command(text);
-    spdlog::info("console: user {} from {}: {}", user_, s_->client_addr_, rest);
-    if (rest.empty()) {
-      send(std::string{'I', 0, 0, 0, 4} + wire::ready_for_query('I'));
-      return read_command();
-    }
-    if (rest.find(';') != std::string_view::npos) return reply(ConsoleReply::error("42601", "one console command per query"));
-    std::string first = upper(next_word(rest));
-    std::string words = first;
-    if (first == "SHOW") {
-      std::string what = upper(next_word(rest));
-      words += " " + what;
-      if (what == "STATS" && rest.empty()) return reply(stats_reply(ctx_));
-      if (what == "CONFIG" && rest.empty()) return reply(config_reply(*ctx_.config()));
-      if ((what == "HOLDS" || what == "SESSIONS") && rest.empty()) return show_sessions(what == "HOLDS");
-    } else if (first == "RELOAD" && rest.empty()) {
-      return reload();
-    } else if (first == "BEGIN" || first == "START" || first == "COMMIT" || first == "END" || first == "ROLLBACK" ||
-               first == "ABORT") {
-      // Nothing here is transactional; a driver that opens a transaction first (psycopg2 by default)
-      // is answered as if it had one, and its ReadyForQuery stays idle so it never sends COMMIT.
-      ConsoleReply r;
-      r.tag = first == "START" ? "START TRANSACTION" : first == "END" ? "COMMIT" : first == "ABORT" ? "ROLLBACK" : first;
-      return reply(r);
-    }
-    auto it = ctx_.console_commands.find(words);
-    if (it == ctx_.console_commands.end()) {
-      if (words == "SHOW HOLDS" || words == "SHOW SESSIONS" || words == "SHOW STATS" || words == "SHOW CONFIG" ||
-          words == "RELOAD") {
-        return reply(ConsoleReply::error("42601", words + " takes no arguments"));
+    using Kind = ConsoleCommandLine::Kind;
+    auto line = parse_console_command(text);
+    spdlog::info("console: user {} from {}: {}", user_, s_->client_addr_, line.text);
+    switch (line.kind) {
+      case Kind::empty:
+        send(std::string{'I', 0, 0, 0, 4} + wire::ready_for_query('I'));
+        return read_command();
+      case Kind::several:
+        return reply(ConsoleReply::error("42601", "one console command per query"));
+      case Kind::show_holds:
+      case Kind::show_sessions:
+        return show_sessions(line.kind == Kind::show_holds);
+      case Kind::show_stats:
+        return reply(stats_reply(ctx_));
+      case Kind::show_config:
+        return reply(config_reply(*ctx_.config()));
+      case Kind::reload:
+        return reload();
+      case Kind::transaction: {
+        // Nothing here is transactional; a driver that opens a transaction first (psycopg2 by
+        // default) is answered as if it had one, and its ReadyForQuery stays idle so it never
+        // sends COMMIT.
+        ConsoleReply r;
+        r.tag = line.tag;
+        return reply(r);
       }
-      return reply(ConsoleReply::error("42601", "unrecognized predrop console command \"" + std::string(trim_command(text)) + "\"",
-                                       {}, std::string("Commands: ") + kCommandList + "."));
+      case Kind::extra_arguments:
+        return reply(ConsoleReply::error("42601", line.words + " takes no arguments"));
+      case Kind::other:
+        break;
     }
-    run_outside(it->second, std::string(rest), words);
+    auto it = ctx_.console_commands.find(line.words);
+    if (it == ctx_.console_commands.end()) {
+      return reply(ConsoleReply::error("42601", "unrecognized predrop console command \"" + line.text + "\"", {},
+                                       std::string("Commands: ") + kCommandList + "."));
+    }
+    run_outside(it->second, line.args, line.words);
   }
 
   // A command of cli/: blocking (it reads the store), so on a thread of its own.

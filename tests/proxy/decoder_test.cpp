@@ -6,6 +6,7 @@
 
 #include "decoder_test_util.hpp"
 #include "parser/parser.hpp"
+#include "proxy/console_command.hpp"
 
 namespace dectest {
 namespace {
@@ -779,6 +780,28 @@ TEST(ConsoleWire, RowDescriptionAndDataRow) {
   EXPECT_EQ(wire::read_u32(t.data() + 12 + 6), 25u);   // text
   auto d = wire::data_row({std::string("a"), std::nullopt, std::string()});
   EXPECT_EQ(d, std::string("D\0\0\0\x13\0\x03\0\0\0\x01" "a" "\xff\xff\xff\xff" "\0\0\0\0", 20));
+}
+
+TEST(ConsoleCommand, WordsKindsAndArguments) {
+  using predrop::proxy::parse_console_command;
+  using Kind = predrop::proxy::ConsoleCommandLine::Kind;
+  EXPECT_EQ(parse_console_command("  show   holds ;\n").kind, Kind::show_holds);
+  EXPECT_EQ(parse_console_command("SHOW HOLDS").words, "SHOW HOLDS");
+  EXPECT_EQ(parse_console_command("show stats now").kind, Kind::extra_arguments);
+  EXPECT_EQ(parse_console_command(" ; ").kind, Kind::empty);
+  EXPECT_EQ(parse_console_command("SHOW HOLDS; SHOW STATS").kind, Kind::several);
+  auto undrop = parse_console_command("undrop public.t  AS \"x y\" IN db;");
+  EXPECT_EQ(undrop.kind, Kind::other);
+  EXPECT_EQ(undrop.words, "UNDROP");
+  EXPECT_EQ(undrop.args, "public.t  AS \"x y\" IN db");
+  auto quarantine = parse_console_command("Show Quarantine");
+  EXPECT_EQ(quarantine.words, "SHOW QUARANTINE");
+  EXPECT_EQ(quarantine.args, "");
+  EXPECT_EQ(parse_console_command("start transaction").tag, "START TRANSACTION");
+  EXPECT_EQ(parse_console_command("end").tag, "COMMIT");
+  EXPECT_EQ(parse_console_command("abort").tag, "ROLLBACK");
+  EXPECT_EQ(parse_console_command("SELECT 1").words, "SELECT");
+  EXPECT_EQ(parse_console_command("SELECT 1").text, "SELECT 1");
 }
 
 }  // namespace
