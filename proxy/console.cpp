@@ -90,6 +90,16 @@ class Console : public std::enable_shared_from_this<Console> {
 
   void start() {
     s_->console_handler_ = weak_from_this();
+    // The server ends an authentication that outlasts its authentication_timeout, but a console
+    // waiting on the client's answer would not see that: the console bounds it too.
+    auth_timer_ = std::make_unique<asio::steady_timer>(s_->executor());
+    auth_timer_->expires_after(std::chrono::milliseconds(cfg_->limits.startup_timeout_ms) + std::chrono::seconds(60));
+    auth_timer_->async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->phase_ == Phase::commands) return;
+      spdlog::info("console {}: authentication not finished in time", self->s_->client_addr_);
+      self->s_->close("console authentication timeout");
+    });
     read_server();
   }
 
@@ -212,7 +222,6 @@ class Console : public std::enable_shared_from_this<Console> {
         auto f = wire::parse_error_fields(msg.data() + wire::kHeaderLen, msg.size() - wire::kHeaderLen);
         self->membership_error_ = f.sqlstate + " " + f.message;
       } else if (type == 'Z') {
-        self->end_upstream();
         if (!self->membership_error_.empty()) {
           spdlog::warn("console {}: the membership check of user {} failed: {}", self->s_->client_addr_, self->user_,
                        self->membership_error_);
@@ -233,6 +242,8 @@ class Console : public std::enable_shared_from_this<Console> {
   }
 
   void admit(const std::string& why) {
+    end_upstream();
+    auth_timer_->cancel();
     spdlog::info("console: user {} from {} entered ({})", user_, s_->client_addr_, why);
     phase_ = Phase::commands;
     send(std::move(admitted_greeting_) + wire::ready_for_query('I'));
@@ -240,6 +251,7 @@ class Console : public std::enable_shared_from_this<Console> {
   }
 
   void refuse() {
+    end_upstream();
     spdlog::warn("console: user {} from {} refused: not a member of role \"{}\" nor listed in console.users", user_,
                  s_->client_addr_, cfg_->console_role);
     std::string detail = cfg_->console_role.empty()
@@ -477,6 +489,7 @@ class Console : public std::enable_shared_from_this<Console> {
   std::deque<std::string> out_;
   bool writing_ = false;
   const char* closing_ = nullptr;
+  std::unique_ptr<asio::steady_timer> auth_timer_;
 };
 
 void run_console(std::shared_ptr<Session> session) { std::make_shared<Console>(std::move(session))->start(); }
