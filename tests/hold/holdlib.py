@@ -63,6 +63,18 @@ def free_port():
 
 
 
+def tls_config(h):
+    """A self-signed certificate in the test's work dir, as predrop's tls: section."""
+    key, crt = os.path.join(h.work, "server.key"), os.path.join(h.work, "server.crt")
+    r = subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-days", "2",
+                        "-subj", "/CN=localhost", "-keyout", key, "-out", crt],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError("openssl: " + r.stdout)
+    os.chmod(key, 0o600)
+    return "tls:\n  cert_file: %s\n  key_file: %s\n" % (crt, key)
+
+
 def fetch_dicts(conn, sql, params=()):
     """Rows of SQL as dicts keyed by column name; closes CONN."""
     try:

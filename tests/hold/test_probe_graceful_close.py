@@ -22,17 +22,6 @@ import rawpg
 TABLES = ("gc_finish", "gc_finish_tls", "gc_notify", "gc_terminate", "gc_fin")
 
 
-def tls_config(h):
-    key, crt = os.path.join(h.work, "server.key"), os.path.join(h.work, "server.crt")
-    r = subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-days", "2",
-                        "-subj", "/CN=localhost", "-keyout", key, "-out", crt],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
-    if r.returncode != 0:
-        raise RuntimeError("openssl: " + r.stdout)
-    os.chmod(key, 0o600)
-    return "tls:\n  cert_file: %s\n  key_file: %s\n" % (crt, key)
-
-
 def client_tls():
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
@@ -79,7 +68,7 @@ def raw_close(h, oids, table, label, tls=False, after=b"", notify=False):
 def test(h):
     h.exec("".join("CREATE TABLE %s (a int);" % t for t in TABLES))
     oids = {t: h.oid("public." + t) for t in TABLES}
-    h.start_predrop("--hold-timeout-ms", "30000", config=tls_config(h))
+    h.start_predrop("--hold-timeout-ms", "30000", config=holdlib.tls_config(h))
     libpq_finish(h, oids, "gc_finish", "libpq PQfinish during the hold", "disable")
     libpq_finish(h, oids, "gc_finish_tls", "libpq PQfinish over TLS during the hold", "require")
     raw_close(h, oids, "gc_notify", "TLS close_notify during the hold", tls=True, notify=True)

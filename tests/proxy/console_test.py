@@ -834,20 +834,9 @@ def case_no_config(h):
     h.stop_predrop(inst.p)
 
 
-def tls_config(h):
-    key, crt = os.path.join(h.work, "server.key"), os.path.join(h.work, "server.crt")
-    r = subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-days", "2",
-                        "-subj", "/CN=localhost", "-keyout", key, "-out", crt],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
-    if r.returncode != 0:
-        raise RuntimeError("openssl: " + r.stdout)
-    os.chmod(key, 0o600)
-    return "tls:\n  cert_file: %s\n  key_file: %s\n" % (crt, key)
-
-
 def case_tls(h):
     """The console through TLS: psql and psycopg2 with sslmode=require, SHOW SESSIONS says tls on."""
-    d = start(h, config=tls_config(h) + "console:\n  role: %s\n" % h.role["admin"])
+    d = start(h, config=holdlib.tls_config(h) + "console:\n  role: %s\n" % h.role["admin"])
     r = cpsql(d.port, "SHOW SESSIONS", h.role["member"], conn_extra="sslmode=require application_name=console-tls")
     own = [x for x in psql_rows(r.out)[1] if x.get("application_name") == "console-tls"]
     h.check(r.rc == 0 and len(own) == 1 and own[0]["tls"] == "on" and own[0]["state"] == "console",
