@@ -156,7 +156,9 @@ SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT co
 // Afters absorbed by later holds of the same tables (capture/after_capture.cpp), gathered into one
 // statement: each hold's before ($1) is its table's shape at that moment, which is what the after
 // would have read. Each is copied as its after, paired as the write pairs ($3 the proxy's pair;
-// never with the before it copies), and announced like every snapshot.
+// never with the before it copies), and announced like every snapshot. Its captured_at is just before
+// its source's, as its statement was: written later, it would read as the newest snapshot of a table
+// its own DROP had ended (evidence/ages.cpp would call that table live).
 constexpr const char* kCopyAfterSql = R"SQL(
 WITH r AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $6::text[], $7::text[], $8::text[],
@@ -171,12 +173,12 @@ WITH r AS (
          AS pair_of FROM src
 ), w AS (
   INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
-                       client_addr, capture_ms, pair_of)
+                       client_addr, capture_ms, pair_of, captured_at)
   SELECT src.a_id, src.schema_name, src.table_name, src.resource_identity, src.version, src.a_reason, $5,
          src.column_count, src.row_count_estimate, src.schema_hash, src.columns_profile, src.stats_available,
          jsonb_build_object('shape_from', src.id), src.parser_version, src.normalization_version,
          src.layout_profile, src.header_quality, src.is_truncated, src.database_name, src.table_oid, src.a_kind,
-         src.a_statement, src.a_user, src.a_app, src.a_addr, 0, p.pair_of
+         src.a_statement, src.a_user, src.a_app, src.a_addr, 0, p.pair_of, src.captured_at - interval '1 microsecond'
     FROM src JOIN p ON p.ord = src.ord
    ORDER BY src.ord
   RETURNING id, database_name, schema_name, table_name, reason, schema_hash, pair_of, captured_at

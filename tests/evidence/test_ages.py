@@ -46,6 +46,22 @@ def test(h):
     h.check(got is not None and got["since_from"] == "baseline" and got["at_least"] and 0 <= got["age_s"] < 60
             and got["versions_in_window"] == 0, "a table first seen by predrop baseline: at least as old as that", got)
 
+    # Recreate churn as workers run it: created, filled and dropped before the CREATE's after is read,
+    # so the DROP's before absorbs it (the after is written as the before's copy). The table is gone,
+    # whatever order the two rows were written in.
+    pc = h.pconnect()
+    with pc.cursor() as cur:
+        cur.execute("CREATE TABLE efimera (a int)")
+        cur.execute("INSERT INTO efimera VALUES (1)")
+        cur.execute("DROP TABLE efimera")
+    pc.close()
+    rows = h.wait_for(lambda: (lambda r: r if len(r) == 2 and any(x[1] == "dropped" for x in r) else None)(
+        h.sq("SELECT reason, drop_outcome FROM predrop.schema_snapshots WHERE table_name = 'efimera'")), timeout=20)
+    h.check(rows is not None and sorted(x[0] for x in rows) == ["post_create", "pre_drop"],
+            "a table created and dropped at once: its after (absorbed) and its before, dropped", rows)
+    got = by_table(ages(h))
+    h.check(("public", "efimera") not in got, "a table created and dropped at once is not listed", got.get(("public", "efimera")))
+
     # The store's clock, by hand.
     c = h.connect(h.store_db)
     with c.cursor() as cur:
