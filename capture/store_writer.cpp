@@ -158,7 +158,10 @@ SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT co
 // would have read. Each is copied as its after, paired as the write pairs ($3 the proxy's pair;
 // never with the before it copies), and announced like every snapshot. Its captured_at is just before
 // its source's, as its statement was: written later, it would read as the newest snapshot of a table
-// its own DROP had ended (evidence/ages.cpp would call that table live).
+// its own DROP had ended (evidence/ages.cpp would call that table live). The copies of one statement
+// do not see each other's rows: a recreate churn's afters of one table come in one window, and each
+// pairs with the before just ahead of its own source, never one an earlier copy in the window
+// already completes (a source between them stands for that copy).
 constexpr const char* kCopyAfterSql = R"SQL(
 WITH r AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $6::text[], $7::text[], $8::text[],
@@ -169,7 +172,7 @@ WITH r AS (
     FROM r JOIN @STORE@ s ON s.id = r.src_id
 ), p AS (
   SELECT src.ord,
-         @PAIR_OF:src.a_reason|src.a_hint|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at@
+         @PAIR_OF:src.a_reason|src.a_hint|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at AND NOT EXISTS (SELECT 1 FROM src o WHERE o.database_name = src.database_name AND o.schema_name = src.schema_name AND o.table_name = src.table_name AND o.captured_at > b.captured_at AND o.captured_at < src.captured_at)@
          AS pair_of FROM src
 ), w AS (
   INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
