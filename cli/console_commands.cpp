@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <tuple>
 
 #include "capture/snapshot.hpp"
+#include "proxy/console_command.hpp"
 #include "cli/diff_text.hpp"
 #include "cli/evidence_support.hpp"
 #include "cli/quarantine.hpp"
@@ -18,47 +20,9 @@ namespace predrop::cli {
 
 using nlohmann::json;
 using proxy::ConsoleReply;
+using proxy::console_words;
 
 namespace {
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-// Words as psql users type them; a double-quoted word keeps its blanks (and "" inside is one ").
-std::vector<std::string> words_of(const std::string& text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && is_space(text[i])) ++i;
-    if (i >= text.size()) break;
-    std::string word;
-    while (i < text.size() && !is_space(text[i])) {
-      if (text[i] == '"') {
-        word.push_back('"');
-        for (++i; i < text.size(); ++i) {
-          if (text[i] == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-            word += "\"\"";
-            ++i;
-          } else if (text[i] == '"') {
-            break;
-          } else {
-            word.push_back(text[i]);
-          }
-        }
-        word.push_back('"');
-        ++i;
-      } else {
-        word.push_back(text[i++]);
-      }
-    }
-    out.push_back(std::move(word));
-  }
-  return out;
-}
-
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // A name as the CLI takes it: quotes removed (capture::split_qualified reads "a.b" the same way).
 std::string unquoted(const std::string& word) {
@@ -97,7 +61,7 @@ ConsoleReply needs_store(const std::string& words) {
 }
 
 ConsoleReply show_quarantine(const std::string& args, const proxy::ConsoleCaller&, std::shared_ptr<const policy::Config> cfg) {
-  auto words = words_of(args);
+  auto words = console_words(args);
   if (words.size() > 1) return ConsoleReply::error("42601", "SHOW QUARANTINE takes at most a database name");
   try {
     json all = quarantine_list_json(cfg, words.empty() ? std::string() : unquoted(words[0]));
@@ -109,7 +73,7 @@ ConsoleReply show_quarantine(const std::string& args, const proxy::ConsoleCaller
 }
 
 ConsoleReply show_ages(const std::string& args, const proxy::ConsoleCaller&, std::shared_ptr<const policy::Config> cfg) {
-  auto words = words_of(args);
+  auto words = console_words(args);
   if (words.size() > 2) return ConsoleReply::error("42601", "SHOW AGES takes at most a database and a schema");
   if (cfg->store_conninfo.empty()) return needs_store("SHOW AGES");
   try {
@@ -135,7 +99,7 @@ ConsoleReply show_ages(const std::string& args, const proxy::ConsoleCaller&, std
 ConsoleReply show_snapshots(const std::string& args, const proxy::ConsoleCaller&, std::shared_ptr<const policy::Config> cfg) {
   constexpr size_t kMaxRows = 200;
   constexpr int kWindowDays = 30;
-  auto words = words_of(args);
+  auto words = console_words(args);
   if (words.size() > 1) return ConsoleReply::error("42601", "SHOW SNAPSHOTS takes at most one schema.table");
   if (cfg->store_conninfo.empty()) return needs_store("SHOW SNAPSHOTS");
   try {
@@ -197,12 +161,13 @@ ConsoleReply show_snapshots(const std::string& args, const proxy::ConsoleCaller&
 // UNDROP schema.table [AS name] [IN database]: without IN, the one database whose quarantine holds
 // that table.
 ConsoleReply undrop(const std::string& args, const proxy::ConsoleCaller& caller, std::shared_ptr<const policy::Config> cfg) {
-  auto words = words_of(args);
+  auto words = console_words(args);
   const std::string usage = "UNDROP schema.table [AS name] [IN database]";
   if (words.empty()) return ConsoleReply::error("42601", "UNDROP needs a table", {}, usage);
   std::string table = words[0], as, database;
   for (size_t i = 1; i < words.size(); i += 2) {
-    std::string key = upper(words[i]);
+    std::string key = words[i];
+    for (auto& c : key) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (i + 1 >= words.size() || (key != "AS" && key != "IN"))
       return ConsoleReply::error("42601", "syntax error in UNDROP near \"" + words[i] + "\"", {}, usage);
     (key == "AS" ? as : database) = unquoted(words[i + 1]);

@@ -29,24 +29,6 @@ constexpr const char* kCommandList =
     "SHOW HOLDS, SHOW SESSIONS, SHOW STATS, SHOW CONFIG, SHOW QUARANTINE [database], SHOW SNAPSHOTS [schema.table], "
     "SHOW AGES [database [schema]], RELOAD, UNDROP schema.table [AS name] [IN database]";
 
-// A string literal whatever standard_conforming_strings says.
-std::string quote_literal(std::string_view text) {
-  std::string out = "E'";
-  for (char c : text) {
-    if (c == '\'' || c == '\\') out.push_back(c);
-    out.push_back(c);
-  }
-  return out + "'";
-}
-
-std::string query_message(std::string_view sql) {
-  std::string m(wire::kHeaderLen, '\0');
-  m[0] = 'Q';
-  m.append(sql).push_back('\0');
-  wire::write_u32(m.data() + 1, static_cast<uint32_t>(m.size() - 1));
-  return m;
-}
-
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -206,8 +188,9 @@ class Console : public std::enable_shared_from_this<Console> {
     if (std::find(users.begin(), users.end(), user_) != users.end()) return admit("listed in console.users");
     if (cfg_->console_role.empty()) return refuse();
     std::string sql = "SELECT pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_catalog.pg_roles r WHERE r.rolname = " +
-                      quote_literal(cfg_->console_role);
-    auto out = std::make_shared<std::string>(query_message(sql));
+                      wire::e_literal(cfg_->console_role);
+    auto out = std::make_shared<std::string>();
+    wire::append_message(*out, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
     s_->upstream_->async_write(asio::buffer(*out), [self = shared_from_this(), out](boost::system::error_code ec, size_t) {
       if (ec) return self->s_->close("the server left before the console's membership check");
       self->read_membership();
@@ -235,7 +218,8 @@ class Console : public std::enable_shared_from_this<Console> {
 
   // The server connection served only to authenticate: end it as a client would.
   void end_upstream() {
-    auto bye = std::make_shared<std::string>(std::string{'X', 0, 0, 0, 4});
+    auto bye = std::make_shared<std::string>();
+    wire::append_message(*bye, 'X', {});
     s_->upstream_->async_write(asio::buffer(*bye), [self = shared_from_this(), bye](boost::system::error_code, size_t) {
       self->s_->upstream_->close();
     });
@@ -306,9 +290,12 @@ class Console : public std::enable_shared_from_this<Console> {
     auto line = parse_console_command(text);
     spdlog::info("console: user {} from {}: {}", user_, s_->client_addr_, line.text);
     switch (line.kind) {
-      case Kind::empty:
-        send(std::string{'I', 0, 0, 0, 4} + wire::ready_for_query('I'));
+      case Kind::empty: {
+        std::string empty;
+        wire::append_message(empty, 'I', {});   // EmptyQueryResponse
+        send(empty + wire::ready_for_query('I'));
         return read_command();
+      }
       case Kind::several:
         return reply(ConsoleReply::error("42601", "one console command per query"));
       case Kind::show_holds:

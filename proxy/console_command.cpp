@@ -1,6 +1,7 @@
 #include "proxy/console_command.hpp"
 
 #include <cctype>
+#include <vector>
 
 namespace predrop::proxy {
 
@@ -64,6 +65,37 @@ ConsoleCommandLine parse_console_command(std::string_view query) {
   }
   line.args = std::string(rest);
   return line;
+}
+
+std::vector<std::string> console_words(std::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && is_space(text[i])) ++i;
+    if (i >= text.size()) break;
+    std::string word;
+    while (i < text.size() && !is_space(text[i])) {
+      if (text[i] == '"') {
+        word.push_back('"');
+        for (++i; i < text.size(); ++i) {
+          if (text[i] == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+            word += "\"\"";
+            ++i;
+          } else if (text[i] == '"') {
+            break;
+          } else {
+            word.push_back(text[i]);
+          }
+        }
+        word.push_back('"');
+        ++i;
+      } else {
+        word.push_back(text[i++]);
+      }
+    }
+    out.push_back(std::move(word));
+  }
+  return out;
 }
 
 }  // namespace predrop::proxy

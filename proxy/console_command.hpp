@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace predrop::proxy {
 
@@ -28,5 +29,9 @@ struct ConsoleCommandLine {
 };
 
 ConsoleCommandLine parse_console_command(std::string_view query);
+
+// A command's arguments as words, split at blanks; a double-quoted word keeps its blanks and its
+// quotes ("a b".c stays one word, as capture::split_qualified reads names).
+std::vector<std::string> console_words(std::string_view text);
 
 }  // namespace predrop::proxy

@@ -21,23 +21,11 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 // (the same whatever standard_conforming_strings says), inside a dollar quote whose tag does not
 // occur in it, so no name can end the literal or the DO body early.
 std::string raise_sql(std::string_view sqlstate, std::string_view message) {
-  std::string m;
-  for (char c : message) {
-    if (c == '\'' || c == '\\') m += c;
-    m += c;
-  }
+  std::string literal = wire::e_literal(message);
   std::string tag = "$predrop$";
-  for (int n = 0; m.find(tag) != std::string::npos; ++n) tag = "$predrop" + std::to_string(n) + "$";
-  return "DO " + tag + "BEGIN RAISE EXCEPTION USING ERRCODE = '" + std::string(sqlstate) + "', MESSAGE = E'" + m +
-         "'; END" + tag;
-}
-
-void append_message(std::string& out, char type, std::string_view body) {
-  char hdr[5];
-  hdr[0] = type;
-  wire::write_u32(hdr + 1, static_cast<uint32_t>(body.size() + 4));
-  out.append(hdr, 5);
-  out.append(body);
+  for (int n = 0; literal.find(tag) != std::string::npos; ++n) tag = "$predrop" + std::to_string(n) + "$";
+  return "DO " + tag + "BEGIN RAISE EXCEPTION USING ERRCODE = '" + std::string(sqlstate) + "', MESSAGE = " + literal +
+         "; END" + tag;
 }
 
 }  // namespace
@@ -329,7 +317,7 @@ void Session::send_in_place_of_held(const std::string& sql) {
   Pipe& p = front_;
   p.discard = hold_.held_bytes();
   if (hold_.type() == 'Q') {
-    append_message(p.inject, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
+    wire::append_message(p.inject, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
     return;
   }
   std::string parse;
@@ -337,9 +325,9 @@ void Session::send_in_place_of_held(const std::string& sql) {
   parse.append(sql);
   parse.push_back('\0');
   parse.append("\0\0", 2);
-  append_message(p.inject, 'P', parse);
-  append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
-  append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
+  wire::append_message(p.inject, 'P', parse);
+  wire::append_message(p.inject, 'B', std::string_view("\0\0\0\0\0\0\0\0", 8));
+  wire::append_message(p.inject, 'E', std::string_view("\0\0\0\0\0", 5));
 }
 
 capture::StatementContext Session::statement_context(const parser::Facts& facts) const {

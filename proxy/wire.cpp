@@ -166,6 +166,23 @@ std::optional<std::string> rename_refused_protocol(std::string_view reply, std::
   return out;
 }
 
+void append_message(std::string& out, char type, std::string_view body) {
+  char hdr[kHeaderLen];
+  hdr[0] = type;
+  write_u32(hdr + 1, static_cast<uint32_t>(body.size() + 4));
+  out.append(hdr, kHeaderLen);
+  out.append(body);
+}
+
+std::string e_literal(std::string_view text) {
+  std::string out = "E'";
+  for (char c : text) {
+    if (c == '\'' || c == '\\') out.push_back(c);
+    out.push_back(c);
+  }
+  return out + "'";
+}
+
 std::string startup_packet(const StartupParams& startup) {
   std::string m(8, '\0');
   write_u32(m.data() + 4, startup.protocol);

@@ -79,6 +79,12 @@ std::string startup_packet(const StartupParams& startup);
 std::string row_description(const std::vector<std::string>& columns);
 std::string data_row(const std::vector<std::optional<std::string>>& values);
 
+// A message of this type and body (length word written), appended to out.
+void append_message(std::string& out, char type, std::string_view body);
+// SQL predrop sends itself: text as an E'' literal, quotes and backslashes doubled, which reads the
+// same whatever standard_conforming_strings says.
+std::string e_literal(std::string_view text);
+
 // A CommandComplete message with this tag.
 std::string command_complete(std::string_view tag);
 

@@ -21,6 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using Kind = ConsoleCommandLine::Kind;
   if (line.kind == Kind::empty && !line.text.empty()) __builtin_trap();
   if ((line.kind == Kind::show_holds || line.kind == Kind::reload) && !line.args.empty()) __builtin_trap();
+  for (const auto& w : console_words(line.args))
+    if (w.empty()) __builtin_trap();
 
   // Each byte run up to a NUL is a column name and a value: the messages must frame themselves.
   std::vector<std::string> columns;

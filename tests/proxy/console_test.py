@@ -452,6 +452,36 @@ def case_errors(h, a):
         con.close()
 
 
+def case_bad_messages(h, a):
+    """Bad input at the console: a command past its 64 KiB bound and an unknown message type end the
+    connection with FATAL 08P01, as the server ends one; an empty query gets EmptyQueryResponse."""
+    con = rawpg.Raw(a.port, "predrop", user=h.role["member"])
+    try:
+        con.send(rawpg.query("  ;  "))
+        msgs = con.read_until_ready()
+        h.check([m[0] for m in msgs] == ["I", "Z"], "bad input: an empty query gets EmptyQueryResponse, then ready",
+                rawpg.describe(msgs))
+        # Only the header of a 70,000-byte Query: the bound is read from its length word.
+        con.send(b"Q" + struct.pack("!I", 70000 + 4))
+        m = con.read_msg(timeout=10)
+        f = rawpg.error_fields(m[1]) if m and m[0] == "E" else {}
+        h.check(f.get("S") == "FATAL" and f.get("C") == "08P01", "bad input: a command over the bound gets FATAL 08P01",
+                m and (m[0], f or m[1][:100]))
+        h.check(con.read_msg(timeout=10) is None, "bad input: then the connection closes")
+    finally:
+        con.close()
+    con = rawpg.Raw(a.port, "predrop", user=h.role["member"])
+    try:
+        con.send(rawpg.message(b"z", b"junk"))
+        m = con.read_msg(timeout=10)
+        f = rawpg.error_fields(m[1]) if m and m[0] == "E" else {}
+        h.check(f.get("S") == "FATAL" and f.get("C") == "08P01" and "invalid frontend message type 122" in f.get("M", ""),
+                "bad input: an unknown message type gets the server's FATAL 08P01", m and (m[0], f or m[1][:100]))
+        h.check(con.read_msg(timeout=10) is None, "bad input: then the connection closes")
+    finally:
+        con.close()
+
+
 def case_holds(h, a):
     """SHOW HOLDS: a DROP held by a locked store, then released."""
     h.exec("CREATE SCHEMA held; CREATE TABLE held.t1 (a int, b text); INSERT INTO held.t1 VALUES (1, 'x'); ANALYZE held.t1")
@@ -922,7 +952,8 @@ def case_psycopg2_default(h, a):
 def test(h):
     a = start(h, config=main_config(h), capture=capture_conninfo_with_secret(h), store=store_conninfo_with_secret(h))
     failed_before = h.failures
-    for case in (case_admission, case_psycopg2_default, case_sessions, case_stats_config, case_errors, case_holds, case_quarantine,
+    for case in (case_admission, case_psycopg2_default, case_sessions, case_stats_config, case_errors, case_bad_messages,
+                 case_holds, case_quarantine,
                  case_ages_snapshots, case_reload, case_node, case_log):
         run_case(h, case, a)
     for case in (case_elsewhere, case_no_config, case_tls, case_drain):

@@ -802,6 +802,10 @@ TEST(ConsoleCommand, WordsKindsAndArguments) {
   EXPECT_EQ(parse_console_command("abort").tag, "ROLLBACK");
   EXPECT_EQ(parse_console_command("SELECT 1").words, "SELECT");
   EXPECT_EQ(parse_console_command("SELECT 1").text, "SELECT 1");
+  using Strings = std::vector<std::string>;
+  EXPECT_EQ(predrop::proxy::console_words("public.t  AS \"x y\" IN db"), (Strings{"public.t", "AS", "\"x y\"", "IN", "db"}));
+  EXPECT_EQ(predrop::proxy::console_words("\"a\"\"b\".t \"open"), (Strings{"\"a\"\"b\".t", "\"open\""}));
+  EXPECT_EQ(predrop::proxy::console_words("  "), Strings{});
 }
 
 }  // namespace
