@@ -94,11 +94,21 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
 // Every copy gathered within one window is one statement (kCopyAfterSql), prepared once per store
 // connection as the write is: at churn rates a statement per absorbed after was the store's
 // costliest (issue 21's breakdown).
-void AfterCapture::write_copies() {
+// One copy statement at a time: two on two store connections could commit out of order, and a
+// recreate's copy that lands before the previous cycle's would pair with the before two cycles back
+// (tests/after/test_churn_pairs.py, under load). Those gathered meanwhile go in the next statement;
+// past the after queue's bound, or at shutdown, they go at once rather than wait on a store that
+// does not answer.
+void AfterCapture::write_copies(bool now) {
   if (copies_.empty()) return;
+  if (copy_in_flight_ && !now && copies_.size() < cfg_.after_queue_max) return;
+  copy_in_flight_ = true;
   ledger_.exec([copies = std::move(copies_), this](const StoreSql& sql) {
     return BatchQuery{"predrop_copy_after_v2", sql.copy_after, copy_after_params(copies, cfg_), Plan::follows_growth};
-  }, "afters copied from befores");
+  }, "afters copied from befores", [this] {
+    copy_in_flight_ = false;
+    write_copies();
+  });
   copies_.clear();
 }
 
@@ -260,7 +270,7 @@ void AfterCapture::publish() {
 
 void AfterCapture::flush_copies() {
   copy_timer_.cancel();
-  write_copies();
+  write_copies(true);
 }
 
 void AfterCapture::shutdown() {

@@ -52,7 +52,7 @@ class AfterCapture {
   void poll();
   void poll_database(const std::string& database, std::vector<Waiting> waiting);
   void publish();
-  void write_copies();
+  void write_copies(bool now = false);
 
   boost::asio::io_context& io_;
   const CaptureConfig& cfg_;
@@ -78,6 +78,7 @@ class AfterCapture {
   std::vector<AfterCopy> copies_;
   boost::asio::steady_timer copy_timer_;
   bool copy_armed_ = false;
+  bool copy_in_flight_ = false;   // a copy statement not yet answered (write_copies)
 };
 
 }  // namespace predrop::capture

@@ -31,7 +31,7 @@ constexpr const char* kPairOfSql = R"SQL(CASE
        WHERE b.database_name = @DB@ AND b.table_oid = @OID@ AND left(b.reason, 5) <> 'post_' AND @ALSO@
          AND b.captured_at > coalesce((SELECT a.captured_at FROM @STORE@ a
                                         WHERE a.database_name = @DB@ AND a.table_oid = @OID@
-                                          AND a.reason IN ('post_create', 'post_alter')
+                                          AND a.reason IN ('post_create', 'post_alter') AND a.captured_at < @AT@
                                         ORDER BY a.captured_at DESC LIMIT 1), '-infinity')
        ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
     WHEN @REASON@ = 'post_create' THEN (
@@ -41,7 +41,7 @@ constexpr const char* kPairOfSql = R"SQL(CASE
          AND b.captured_at > coalesce((SELECT a.captured_at FROM @STORE@ a
                                         WHERE a.database_name = @DB@ AND a.schema_name = @SCHEMA@
                                           AND a.table_name = @TABLE@
-                                          AND a.reason IN ('post_create', 'post_alter')
+                                          AND a.reason IN ('post_create', 'post_alter') AND a.captured_at < @AT@
                                         ORDER BY a.captured_at DESC LIMIT 1), '-infinity')
        ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
   END)SQL";
@@ -77,7 +77,7 @@ WITH i AS (
   -- profile it completes (profile_of).
   SELECT i.ord, CASE
     WHEN i.reason = 'post_analyze' THEN (SELECT s.pair_of FROM @STORE@ s WHERE s.id = i.profile_of)
-    ELSE @PAIR_OF:i.reason|i.pair_hint|i.db|i.table_oid|i.schema_name|i.table_name|TRUE@
+    ELSE @PAIR_OF:i.reason|i.pair_hint|i.db|i.table_oid|i.schema_name|i.table_name|TRUE|'infinity'@
   END AS pair_of
     FROM i WHERE i.pre_outcome = 'capture' AND left(i.reason, 5) = 'post_'
 ), sup AS (
@@ -161,7 +161,10 @@ SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT co
 // its own DROP had ended (evidence/ages.cpp would call that table live). The copies of one statement
 // do not see each other's rows: a recreate churn's afters of one table come in one window, and each
 // pairs with the before just ahead of its own source, never one an earlier copy in the window
-// already completes (a source between them stands for that copy).
+// already completes (a source between them stands for that copy). Pairing looks only at afters dated
+// before the copy's own date, so a copy written after a later cycle's copy of the same table still
+// pairs with its own cycle's before (capture/after_capture.cpp writes one copy statement at a time,
+// but a retried one can land late).
 constexpr const char* kCopyAfterSql = R"SQL(
 WITH r AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $6::text[], $7::text[], $8::text[],
@@ -172,7 +175,7 @@ WITH r AS (
     FROM r JOIN @STORE@ s ON s.id = r.src_id
 ), p AS (
   SELECT src.ord,
-         @PAIR_OF:src.a_reason|src.a_hint|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at AND NOT EXISTS (SELECT 1 FROM src o WHERE o.database_name = src.database_name AND o.schema_name = src.schema_name AND o.table_name = src.table_name AND o.captured_at > b.captured_at AND o.captured_at < src.captured_at)@
+         @PAIR_OF:src.a_reason|src.a_hint|src.database_name|src.table_oid|src.schema_name|src.table_name|b.id <> src.id AND b.captured_at < src.captured_at AND NOT EXISTS (SELECT 1 FROM src o WHERE o.database_name = src.database_name AND o.schema_name = src.schema_name AND o.table_name = src.table_name AND o.captured_at > b.captured_at AND o.captured_at < src.captured_at)|src.captured_at@
          AS pair_of FROM src
 ), w AS (
   INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
@@ -258,7 +261,7 @@ std::string ms_text(double ms) {
 
 }  // namespace
 
-// Each @PAIR_OF:REASON|HINT|DB|OID|SCHEMA|TABLE|ALSO@ in sql becomes kPairOfSql with those filled in.
+// Each @PAIR_OF:REASON|HINT|DB|OID|SCHEMA|TABLE|ALSO|AT@ in sql becomes kPairOfSql with those filled in.
 static void expand_pair_of(std::string& sql) {
   for (size_t at; (at = sql.find("@PAIR_OF:")) != std::string::npos;) {
     size_t end = sql.find('@', at + 9);
@@ -268,7 +271,7 @@ static void expand_pair_of(std::string& sql) {
       args.push_back(sql.substr(p, bar - p));
     }
     std::string frag = kPairOfSql;
-    const char* names[] = {"@REASON@", "@HINT@", "@DB@", "@OID@", "@SCHEMA@", "@TABLE@", "@ALSO@"};
+    const char* names[] = {"@REASON@", "@HINT@", "@DB@", "@OID@", "@SCHEMA@", "@TABLE@", "@ALSO@", "@AT@"};
     for (size_t k = 0; k < args.size() && k < std::size(names); ++k) replace_all(frag, names[k], args[k]);
     sql.replace(at, end + 1 - at, frag);
   }

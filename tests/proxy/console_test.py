@@ -615,8 +615,10 @@ def case_ages_snapshots(h, a):
     via = h.conninfo(port=a.port)
     r = h.psql("CREATE TABLE console_aged (a int)", "CREATE TABLE held.snap (a int, b text)", conninfo=via)
     h.check(r.rc == 0, "ages: tables created through predrop", r)
-    ages = h.wait_for(lambda: [x for x in cli_json(h, "ages", "--store", h.store_conninfo(), "--database", h.db)
-                               if x["table"] in ("console_aged", "snap")], timeout=20)
+    # Each post_create lands on its own (after capture.after_delay): wait for both, not the first.
+    aged = lambda: [x for x in cli_json(h, "ages", "--store", h.store_conninfo(), "--database", h.db)  # noqa: E731
+                    if x["table"] in ("console_aged", "snap")]
+    ages = h.wait_for(lambda: (lambda rows: len(rows) == 2 and rows)(aged()), timeout=20) or aged()
     h.check(len(ages or []) == 2, "ages: predrop ages sees both (their post_create)", ages)
     r = h.psql("DROP TABLE held.snap", conninfo=via)
     h.check(r.rc == 0 and not h.exists("held.snap"), "snapshots: held.snap dropped through predrop", r)
