@@ -47,6 +47,15 @@ TEST_F(MigrateTest, FreshStoreThenIdempotentRerun) {
   std::string indexes = db.value("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'schema_snapshots'");
   for (const char* ix : {"ix_schema_snapshots_table", "ix_schema_snapshots_identity", "ix_schema_snapshots_hash", "ix_schema_snapshots_provenance"})
     EXPECT_NE(indexes.find(ix), std::string::npos) << indexes;
+  // Version 6: columns_profile compressed with lz4 where the server has it (it has it when a column
+  // can be declared so).
+  db.exec("DO $$BEGIN CREATE TEMP TABLE lz4_probe (a text COMPRESSION lz4); "
+          "EXCEPTION WHEN feature_not_supported THEN CREATE TEMP TABLE lz4_probe (a text); END$$");
+  const bool server_has_lz4 =
+      db.value("SELECT attcompression FROM pg_attribute WHERE attrelid = 'lz4_probe'::regclass AND attname = 'a'") == "l";
+  EXPECT_EQ(db.value("SELECT attcompression FROM pg_attribute WHERE attrelid = 'predrop.schema_snapshots'::regclass "
+                     "AND attname = 'columns_profile'"),
+            server_has_lz4 ? "l" : "");
 
   auto r2 = migrate(conninfo_for(store.name()));
   ASSERT_TRUE(r2.ok) << r2.error;
