@@ -49,7 +49,7 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
       continue;
     for (auto q = queue_.begin(); q != queue_.end();) {
       SnapshotRequest* r = &q->request;
-      if (r->ctx.database != database || r->reason == "post_analyze") {
+      if (r->ctx.database != database || r->reason == SnapshotReason::post_analyze) {
         ++q;
         continue;
       }
@@ -61,7 +61,7 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
         // recreated by a worker and dropped by another (a cleanup task, a psql session) is read
         // once, by the DROP's before.
         const bool same =
-            it->kind == "by_oid"
+            it->kind == TargetKind::after_by_oid
                 ? it->oid == t.oid
                 : it->name == t.table &&
                       (!it->schema.empty() ? it->schema == t.schema
@@ -149,8 +149,8 @@ void AfterCapture::done(const SnapshotRequest& req, const SnapshotResult& result
   for (const auto& t : result.tables) {
     if (t.outcome != SnapshotOutcome::written) continue;
     ++counters_.afters_written;
-    if (req.reason == "post_create") created.push_back(t);
-    if (t.stats_available || req.reason == "post_analyze" || cfg_.stats_horizon.count() <= 0 || t.oid == 0) continue;
+    if (req.reason == SnapshotReason::post_create) created.push_back(t);
+    if (t.stats_available || req.reason == SnapshotReason::post_analyze || cfg_.stats_horizon.count() <= 0 || t.oid == 0) continue;
     auto key = std::make_pair(req.ctx.database, t.oid);
     waiting_[key] = Waiting{req.ctx, t.snapshot_id, t.oid, t.schema, t.table, Clock::now() + cfg_.stats_horizon};
     // At the bound the one waiting longest gives up: a scan, paid only there.
@@ -253,9 +253,9 @@ void AfterCapture::poll_database(const std::string& database, std::vector<Waitin
             waiting_.erase(it);
             SnapshotRequest req;
             req.ctx = w.ctx;
-            req.reason = "post_analyze";
+            req.reason = SnapshotReason::post_analyze;
             req.profile_of = w.after_id;
-            req.targets.push_back({"by_oid", w.schema, w.table, {}, {}, w.oid});
+            req.targets.push_back({TargetKind::after_by_oid, w.schema, w.table, {}, {}, w.oid});
             submit(std::move(req));
           }
           publish();

@@ -2,8 +2,8 @@
 // requests run a few at a time (capture connections go to holds first), and a bounded list of
 // afters still waiting for statistics, checked with one pg_stat_user_tables query per database
 // and period; once ANALYZE (or autovacuum) has run, the profile is captured again (post_analyze).
-// An after's targets are of kind by_oid (a table a hold snapshotted, or one waiting for statistics),
-// create_table or altered_table (by name); their partitions are not expanded as a hold's are.
+// An after's targets are after_by_oid (a table a hold snapshotted, or one waiting for statistics) or
+// after_by_name (capture/target.hpp); their partitions are not expanded as a hold's are.
 // Runs on the capture service's event-loop thread only.
 #pragma once
 

@@ -14,6 +14,7 @@
 
 #include "capture/outcome.hpp"
 #include "capture/snapshot.hpp"
+#include "capture/target.hpp"
 
 namespace predrop::capture {
 
@@ -63,16 +64,14 @@ struct CaptureConfig {
 
 // What the proxy saw a statement destroy, in capture's own terms (capture does not know parser/).
 struct TargetSpec {
-  // drop_table, drop_schema, drop_owned, alter_table, truncate, ... (what a hold captures before);
-  // an after's: by_oid, create_table, altered_table (capture/after_capture.hpp)
-  std::string kind;
+  TargetKind kind = TargetKind::relation;
   std::string schema;               // empty: resolve through search_path as the server would
-  std::string name;                 // relation name; drop_schema: the schema name
-  std::vector<std::string> roles;   // drop_owned
+  std::string name;                 // relation name; schema: the schema name
+  std::vector<std::string> roles;   // owned_by
   // An after: the before it completes, when the proxy knows it (the hold of its own ALTER, the
   // DROP before a recreate); else the store pairs by OID or name (store_writer.cpp).
   std::string pair_hint;
-  uint32_t oid = 0;                 // kind by_oid: the table, whatever its name is now (schema, name: what it was called)
+  uint32_t oid = 0;                 // after_by_oid: the table, whatever its name is now (schema, name: what it was called)
 };
 
 // Who and what, copied onto every snapshot and ledger row.
@@ -91,7 +90,7 @@ struct SnapshotRequest {
   std::vector<std::string> search_path;  // effective schemas for unqualified names, in order
   std::vector<TargetSpec> targets;
   std::chrono::steady_clock::time_point deadline;
-  std::string reason = "pre_drop";   // pre_drop | post_create | post_alter | post_analyze
+  SnapshotReason reason = SnapshotReason::pre_drop;
   std::string profile_of;            // post_analyze: the after whose profile this completes
   bool background = false;           // an after: capture connections go to holds first
   // Run on the capture connection before the catalog read, once per database and text while it

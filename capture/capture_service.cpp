@@ -241,7 +241,7 @@ struct CaptureService::Impl {
                                      p.event_id.empty() ? std::nullopt : std::optional(p.event_id),
                                      std::to_string(p.retention_s), p.application_name, p.client_addr};
                        ledger.exec([params = std::move(params)](const StoreSql&) {
-                         return BatchQuery{"predrop_quarantine_record_v1", quarantine_record_sql("predrop.quarantine"), params};
+                         return BatchQuery{"predrop_quarantine_record_v1", quarantine_record_sql(kQuarantineStoreTable), params};
                        }, "quarantine record");
                        continue;
                      }
@@ -305,7 +305,7 @@ void CaptureService::record_event(EventRecord event) {
   if (impl_->stopped) return;
   asio::post(impl_->io, [impl = impl_.get(), event = std::move(event)] {
     WriteRow row{"", new_uuid(), event.schema, event.table, std::nullopt, event.outcome, event.error, nullptr, {}};
-    impl->ledger.write_events({row}, event.ctx, "pre_drop", event.hold_ms, 0);
+    impl->ledger.write_events({row}, event.ctx, SnapshotReason::pre_drop, event.hold_ms, 0);
   });
 }
 

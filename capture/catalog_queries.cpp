@@ -21,7 +21,7 @@ WITH RECURSIVE t AS (
   SELECT t.tord, c.oid
     FROM t JOIN pg_namespace n ON n.nspname = t.sch
            JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.nm
-   WHERE t.kind NOT IN ('drop_schema', 'drop_owned', 'by_oid') AND t.sch <> ''
+   WHERE t.kind IN ('relation', 'after_by_name') AND t.sch <> ''
   UNION ALL
   -- unqualified: the first schema of the path holding a relation of that name, of any kind,
   -- exactly as the server's lookup does (an index found first means no table is dropped)
@@ -30,37 +30,37 @@ WITH RECURSIVE t AS (
       FROM t JOIN sp ON true
              JOIN pg_namespace n ON n.nspname = sp.nsp
              JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.nm
-     WHERE t.kind NOT IN ('drop_schema', 'drop_owned', 'by_oid') AND t.sch = ''
+     WHERE t.kind IN ('relation', 'after_by_name') AND t.sch = ''
      ORDER BY t.tord, sp.pord) u
   UNION ALL
   -- an after's statistics (post_analyze): the table it captured, whatever its name is now
   SELECT t.tord, c.oid
-    FROM t JOIN pg_class c ON c.oid = CASE WHEN t.kind = 'by_oid' THEN t.nm::oid END
-   WHERE t.kind = 'by_oid'
+    FROM t JOIN pg_class c ON c.oid = CASE WHEN t.kind = 'after_by_oid' THEN t.nm::oid END
+   WHERE t.kind = 'after_by_oid'
   UNION ALL
   -- DROP SCHEMA: every relation in it
   SELECT t.tord, c.oid
     FROM t JOIN pg_namespace n ON n.nspname = t.nm
            JOIN pg_class c ON c.relnamespace = n.oid
-   WHERE t.kind = 'drop_schema'
+   WHERE t.kind = 'schema'
   UNION ALL
   -- DROP OWNED BY: every relation the roles own, temp and system schemas aside
   SELECT t.tord, c.oid
     FROM t JOIN pg_class c ON c.relowner IN (SELECT r.oid FROM pg_roles r WHERE r.rolname = ANY ($5::name[]))
            JOIN pg_namespace n ON n.oid = c.relnamespace
-   WHERE t.kind = 'drop_owned'
+   WHERE t.kind = 'owned_by'
      AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
      AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 ), tree AS (
   SELECT tord, oid FROM roots
   UNION
   -- a partitioned table's partitions go with what destroys it, to any depth; an after
-  -- (capture/after_capture.hpp: kinds by_oid, create_table, altered_table) is of the relation its
-  -- statement named alone, as the server reports that statement
+  -- (capture/target.hpp: after_by_name, after_by_oid) is of the relation its statement named
+  -- alone, as the server reports that statement
   SELECT tree.tord, i.inhrelid
     FROM tree JOIN pg_class p ON p.oid = tree.oid AND p.relkind = 'p'
               JOIN pg_inherits i ON i.inhparent = tree.oid
-   WHERE (SELECT t.kind FROM t WHERE t.tord = tree.tord) NOT IN ('by_oid', 'create_table', 'altered_table')
+   WHERE (SELECT t.kind FROM t WHERE t.tord = tree.tord) NOT IN ('after_by_name', 'after_by_oid')
 )
 @FINAL@)SQL";
 
@@ -106,8 +106,6 @@ std::optional<double> to_double(const std::optional<std::string>& s) {
   return std::strtod(s->c_str(), nullptr);
 }
 
-bool is_relation_kind(const std::string& kind) { return kind != "drop_schema" && kind != "drop_owned"; }
-
 }  // namespace
 
 // The targets, in order, with unqualified names resolved through search_path ("$user" is the
@@ -116,9 +114,9 @@ bool is_relation_kind(const std::string& kind) { return kind != "drop_schema" &&
 static Params target_params(const SnapshotRequest& req) {
   std::vector<std::optional<std::string>> kinds, schemas, names, path, roles;
   for (const auto& t : req.targets) {
-    kinds.push_back(t.kind);
-    schemas.push_back(is_relation_kind(t.kind) ? t.schema : "");
-    names.push_back(t.kind == "by_oid" ? std::to_string(t.oid) : t.name);
+    kinds.push_back(std::string(to_string(t.kind)));
+    schemas.push_back(names_relation(t.kind) ? t.schema : "");
+    names.push_back(t.kind == TargetKind::after_by_oid ? std::to_string(t.oid) : t.name);
     for (const auto& r : t.roles) roles.push_back(r);
   }
   bool has_catalog = false;

@@ -115,7 +115,7 @@ void LedgerWriter::after_insert(const std::vector<std::string>& event_ids, std::
   fn();
 }
 
-void LedgerWriter::write_events(std::vector<WriteRow> rows, StatementContext ctx, std::string reason,
+void LedgerWriter::write_events(std::vector<WriteRow> rows, StatementContext ctx, SnapshotReason reason,
                                 std::optional<double> hold_ms, double capture_ms) {
   if (rows.empty()) return;
   std::vector<std::string> ids;
@@ -124,7 +124,7 @@ void LedgerWriter::write_events(std::vector<WriteRow> rows, StatementContext ctx
     in_flight_[r.event_id];
   }
   exec(
-      [this, rows = std::move(rows), ctx = std::move(ctx), reason = std::move(reason), hold_ms,
+      [this, rows = std::move(rows), ctx = std::move(ctx), reason, hold_ms,
        capture_ms](const StoreSql& sql) {
         return BatchQuery{"predrop_events_v1", sql.events, events_params(rows, ctx, cfg_, reason, hold_ms, capture_ms)};
       },

@@ -42,7 +42,7 @@ class LedgerWriter {
   void exec(MakeQuery make, std::string what, std::function<void()> after = nullptr);
   // Ledger rows of a request that wrote no snapshot (a failure) or of a statement that never
   // reached a capture.
-  void write_events(std::vector<WriteRow> rows, StatementContext ctx, std::string reason, std::optional<double> hold_ms,
+  void write_events(std::vector<WriteRow> rows, StatementContext ctx, SnapshotReason reason, std::optional<double> hold_ms,
                     double capture_ms);
   // Runs fn now, or once the INSERT of any of these ledger rows has finished.
   void after_insert(const std::vector<std::string>& event_ids, std::function<void()> fn);

@@ -27,6 +27,10 @@ struct QuarantineMove {
   bool via_function = false;
 };
 
+// The store's table of quarantined versions (migrations/0003_quarantine.sql): the outcome checks
+// record into it, the CLI lists, purges and undrops from it.
+inline constexpr const char* kQuarantineStoreTable = "predrop.quarantine";
+
 // The message (its start) of the error a move via_function raises when the function is missing or
 // the session may not call it: nothing was moved.
 inline constexpr const char* kMoveFunctionMissing = "predrop quarantine: the move function is missing or out of reach";

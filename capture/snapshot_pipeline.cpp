@@ -358,8 +358,8 @@ void SnapshotPipeline::build_rows(const JobPtr& job, std::optional<SnapshotOutco
     if (job->resolved && job->catalog.target_found[i]) continue;
     const auto& t = req.targets[i];
     WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.value_or(SnapshotOutcome::table_missing), error, nullptr, {}};
-    if (t.kind == "drop_schema") row.schema = t.name;
-    else if (t.kind != "drop_owned") row.schema = t.schema, row.table = t.name;
+    if (t.kind == TargetKind::schema) row.schema = t.name;
+    else if (t.kind != TargetKind::owned_by) row.schema = t.schema, row.table = t.name;
     job->rows.push_back(std::move(row));
   }
 }
@@ -367,7 +367,7 @@ void SnapshotPipeline::build_rows(const JobPtr& job, std::optional<SnapshotOutco
 void SnapshotPipeline::write(const JobPtr& job) {
   build_rows(job, std::nullopt, "");
   // An after whose tables are all gone writes nothing (its ledger rows would be left out too).
-  if (job->req.reason.rfind("post_", 0) == 0 &&
+  if (is_after(job->req.reason) &&
       std::none_of(job->rows.begin(), job->rows.end(), [](const WriteRow& w) { return w.captured != nullptr; })) {
     SnapshotResult res;
     for (const auto& row : job->rows) res.tables.push_back(result_of(row));

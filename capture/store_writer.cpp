@@ -340,7 +340,7 @@ Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& 
       hints.push_back(r.captured ? opt_text(r.pair_hint) : std::nullopt);
       const StatementContext& ctx = *g.ctx;
       dbs.push_back(ctx.database);
-      reasons.push_back(clip_chars(g.reason, 128));
+      reasons.push_back(std::string(to_string(g.reason)));
       kinds.push_back(opt_text(ctx.statement_kind));
       statements.push_back(opt_text(ctx.statement));
       users.push_back(opt_text(ctx.session_user));
@@ -380,7 +380,7 @@ Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& 
 }
 
 Params events_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
-                     const std::string& reason, std::optional<double> hold_ms, double capture_ms) {
+                     SnapshotReason reason, std::optional<double> hold_ms, double capture_ms) {
   std::vector<Column> cols(7);
   for (const auto& r : rows) {
     cols[0].push_back(r.event_id);
@@ -400,7 +400,7 @@ Params events_params(const std::vector<WriteRow>& rows, const StatementContext& 
   p.push_back(opt_text(ctx.session_user));
   p.push_back(opt_text(ctx.application_name));
   p.push_back(opt_text(ctx.client_addr));
-  p.push_back(clip_chars(reason, 128));
+  p.push_back(std::string(to_string(reason)));
   p.push_back(clip_chars(cfg.actor, 128));
   p.push_back(hold_ms ? std::optional<std::string>(ms_text(*hold_ms)) : std::nullopt);
   p.push_back(ms_text(capture_ms));
@@ -411,7 +411,7 @@ Params copy_after_params(const std::vector<AfterCopy>& copies, const CaptureConf
   std::vector<Column> cols(9);
   for (const auto& c : copies) {
     cols[0].push_back(c.before_id);
-    cols[1].push_back(clip_chars(c.reason, 128));
+    cols[1].push_back(std::string(to_string(c.reason)));
     cols[2].push_back(opt_text(c.pair_hint));
     cols[3].push_back(new_uuid());
     cols[4].push_back(opt_text(c.ctx.statement_kind));

@@ -51,7 +51,7 @@ struct WriteRow {
 struct WriteGroup {
   const std::vector<WriteRow>* rows;
   const StatementContext* ctx;
-  std::string reason;
+  SnapshotReason reason = SnapshotReason::pre_drop;
   double capture_ms = 0;
   std::string profile_of;
   // The server its tables were read on (CatalogResult::server); empty: unknown.
@@ -60,11 +60,11 @@ struct WriteGroup {
 // One write for the rows of every group, in order (the result has one row per row, by ord).
 Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& cfg);
 Params events_params(const std::vector<WriteRow>& rows, const StatementContext& ctx, const CaptureConfig& cfg,
-                     const std::string& reason, std::optional<double> hold_ms, double capture_ms);
+                     SnapshotReason reason, std::optional<double> hold_ms, double capture_ms);
 // An after absorbed by a hold's before: written as a copy of that before (kCopyAfterSql).
 struct AfterCopy {
   std::string before_id;
-  std::string reason;      // post_create | post_alter
+  SnapshotReason reason = SnapshotReason::post_create;   // post_create | post_alter
   std::string pair_hint;
   StatementContext ctx;    // the after's own statement and session
 };

@@ -39,7 +39,7 @@ struct QFlags {
   std::string table;
   // debug-quarantine-move (test-only)
   std::vector<std::string> names, real_names, schemas;
-  std::string qschema = "predrop_quarantine";
+  std::string qschema = policy::Config().quarantine_schema;
   bool cascade = false, prepare = false, catalog = false;
   uint64_t max_bytes = 0;
 };

@@ -9,35 +9,33 @@
 #include <string>
 #include <vector>
 
+#include "capture/quarantine_sql.hpp"
 #include "evidence/store_reader.hpp"
 #include "policy/policy.hpp"
 
 namespace predrop::cli {
 
-// The quarantine.* keys of a config.
+// The quarantine.* keys of a config, in the units the commands use. Their defaults are the
+// policy's (policy/policy.hpp), never written here.
 struct QuarantineSettings {
-  std::string schema = "predrop_quarantine";
-  int64_t retention_s = 604800;
+  std::string schema;
+  int64_t retention_s = 0;
   uint64_t max_bytes = 0, max_tables = 0;
-  int purge_interval_s = 60, lock_timeout_ms = 100;
+  int purge_interval_s = 0, lock_timeout_ms = 0;
 };
 
-// Reads the quarantine.* keys (the defaults of the contract while the policy has none of them).
-template <class Config>
-QuarantineSettings quarantine_settings(const Config& c) {
+inline QuarantineSettings quarantine_settings(const policy::Config& c) {
   QuarantineSettings s;
-  if constexpr (requires { c.quarantine_schema; }) {
-    s.schema = c.quarantine_schema;
-    s.retention_s = static_cast<int64_t>(c.quarantine_retention_s);
-    s.max_bytes = static_cast<uint64_t>(c.quarantine_max_bytes);
-    s.max_tables = static_cast<uint64_t>(c.quarantine_max_tables);
-    s.purge_interval_s = static_cast<int>(c.quarantine_purge_interval_s);
-    s.lock_timeout_ms = static_cast<int>(c.quarantine_lock_timeout_ms);
-  }
+  s.schema = c.quarantine_schema;
+  s.retention_s = static_cast<int64_t>(c.quarantine_retention_s);
+  s.max_bytes = static_cast<uint64_t>(c.quarantine_max_bytes);
+  s.max_tables = static_cast<uint64_t>(c.quarantine_max_tables);
+  s.purge_interval_s = static_cast<int>(c.quarantine_purge_interval_s);
+  s.lock_timeout_ms = static_cast<int>(c.quarantine_lock_timeout_ms);
   return s;
 }
 
-inline constexpr const char* kQuarantineStoreTable = "predrop.quarantine";
+using capture::kQuarantineStoreTable;
 
 // One quarantined table of one database, as quarantine_catalog_sql lists it.
 struct HeldTable {

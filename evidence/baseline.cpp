@@ -131,7 +131,7 @@ void enrich(PgSession& target, const std::string& sql, std::vector<CapturedTable
 std::vector<CapturedTable> read_tables(PgSession& target, const std::vector<Name>& names, const ProfileBounds& bounds,
                                        bool naive, const std::vector<std::string>& hash_excluded) {
   SnapshotRequest req;
-  for (const auto& [schema, table] : names) req.targets.push_back({"drop_table", schema, table, {}, {}, 0});
+  for (const auto& [schema, table] : names) req.targets.push_back({TargetKind::relation, schema, table, {}, {}, 0});
   // One statement: the catalog with each column's pg_stats row beside it (capture_query).
   auto cq = capture_query(req, bounds, naive);
   auto cat = parse_capture(target.exec(cq.sql, cq.params), req.targets.size(), bounds, naive);

@@ -57,7 +57,7 @@ std::vector<capture::SnapshotRequest> after_requests(const policy::Config& cfg, 
   std::vector<capture::SnapshotRequest> out;
   for (const auto& key : order) {
     const Wanted& w = by_relation[key];
-    const std::string reason = w.created ? "post_create" : "post_alter";
+    const auto reason = w.created ? capture::SnapshotReason::post_create : capture::SnapshotReason::post_alter;
     const auto& relation = w.last->change.relation;
     // Qualified names (and OIDs) share a request with anything of the same reason; unqualified
     // names need their path.
@@ -79,8 +79,7 @@ std::vector<capture::SnapshotRequest> after_requests(const policy::Config& cfg, 
     }
     if (needs_path && req->search_path.empty()) req->search_path = w.effective;
     const uint32_t oid = w.last->oid;
-    // The target kinds capture/ knows as afters: followed by OID, or by name (create_table, altered_table).
-    const char* kind = oid ? "by_oid" : w.created ? "create_table" : "altered_table";
+    const auto kind = oid ? capture::TargetKind::after_by_oid : capture::TargetKind::after_by_name;
     req->targets.push_back({kind, relation.schema, relation.name, {}, w.before_id, oid});
   }
   return out;

@@ -101,6 +101,9 @@ using Substitutes = std::vector<Substitute>;
 // SQLSTATE of the warning a substitute raises for predrop alone (swallowed): it could not keep the
 // table and ran the statement for real; the message says why.
 inline constexpr std::string_view kSubstituteWarningState = "PQ001";
+// The error the substitute raises to roll back its trial of the client's statement (never sent:
+// the block catches it at once).
+inline constexpr std::string_view kSubstituteTrialState = "PQ000";
 
 // The replies the server owes, oldest first. Each entry is one frontend message that the server
 // answers (or, for Sync, Query and FunctionCall, a ReadyForQuery it ends with).

@@ -94,7 +94,9 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       }
       if (decision.on_failure == policy::OnFailure::closed) plan.fail_closed = true;
       capture::TargetSpec spec;
-      spec.kind = std::string(parser::to_string(t.kind));
+      spec.kind = t.kind == parser::DestroyKind::drop_schema ? capture::TargetKind::schema
+                  : t.kind == parser::DestroyKind::drop_owned ? capture::TargetKind::owned_by
+                                                              : capture::TargetKind::relation;
       spec.schema = t.relation.schema;
       spec.name = t.relation.name;
       spec.roles = t.roles;

@@ -39,8 +39,9 @@ std::string substitute_sql(std::string_view text, const QuarantineStatement& q) 
   std::string sql;
   sql.reserve(1024 + 3 * text.size() + move.size());
   sql += "DO " + outer + "\nDECLARE predrop_messages text := pg_catalog.current_setting('client_min_messages');\nBEGIN\n";
-  sql += "  BEGIN\n    EXECUTE " + stmt + ";\n    RAISE EXCEPTION USING ERRCODE = 'PQ000';\n";
-  sql += "  EXCEPTION WHEN SQLSTATE 'PQ000' THEN NULL;\n  END;\n";
+  const std::string trial_state(kSubstituteTrialState);
+  sql += "  BEGIN\n    EXECUTE " + stmt + ";\n    RAISE EXCEPTION USING ERRCODE = '" + trial_state + "';\n";
+  sql += "  EXCEPTION WHEN SQLSTATE '" + trial_state + "' THEN NULL;\n  END;\n";
   sql += "  PERFORM pg_catalog.set_config('client_min_messages', 'error', true);\n";
   sql += "  BEGIN\n";
   sql += call ? move : "    EXECUTE " + quoted_move + ";\n";

@@ -37,7 +37,7 @@ SnapshotResult run(CaptureService& svc, SnapshotRequest req, std::chrono::millis
   return f.get();
 }
 
-TargetSpec table(std::string schema, std::string name) { return {"drop_table", std::move(schema), std::move(name), {}, {}, 0}; }
+TargetSpec table(std::string schema, std::string name) { return {TargetKind::relation, std::move(schema), std::move(name), {}, {}, 0}; }
 
 // Polls the store until sql returns want (asynchronous follow-ups: ledger, outcomes).
 bool eventually(Db& db, const std::string& sql, const std::string& want, std::chrono::milliseconds limit = 5s) {
@@ -61,7 +61,7 @@ class CaptureTest : public CaptureDatabasesTest {
     r.ctx.session_user = "postgres";
     r.ctx.application_name = "psql";
     r.ctx.client_addr = "127.0.0.1";
-    r.ctx.statement_kind = targets.empty() ? "" : targets[0].kind;
+    r.ctx.statement_kind = targets.empty() ? "" : "drop_table";
     r.ctx.statement = "DROP TABLE t";
     r.search_path = std::move(path);
     r.targets = std::move(targets);
@@ -85,7 +85,7 @@ TEST_F(CaptureTest, TwentyColumnProfileHashOrdinalsAndReltuples) {
     CREATE TABLE public.never_analysed (a int, "Córdoba" text);
     CREATE VIEW public.v20 AS SELECT id, t FROM public.big20;)");
   CaptureService svc(cfg);
-  auto res = run(svc, request({table("public", "big20"), table("", "never_analysed"), {"drop_view", "public", "v20", {}, {}, 0}}));
+  auto res = run(svc, request({table("public", "big20"), table("", "never_analysed"), {TargetKind::relation, "public", "v20", {}, {}, 0}}));
   ASSERT_EQ(res.outcome, SnapshotOutcome::written) << res.error;
   ASSERT_EQ(res.tables.size(), 3u);
   for (const auto& t : res.tables) EXPECT_EQ(t.outcome, SnapshotOutcome::written) << t.table << " " << t.error;
@@ -221,7 +221,7 @@ TEST_F(CaptureTest, DropSchemaOf300TablesInOneBatch) {
            "ANALYZE;");
   CaptureService svc(cfg);
   auto before = svc.stats().catalog_queries;
-  auto res = run(svc, request({{"drop_schema", "", "snap", {}, {}, 0}}), 60s);
+  auto res = run(svc, request({{TargetKind::schema, "", "snap", {}, {}, 0}}), 60s);
   ASSERT_EQ(res.outcome, SnapshotOutcome::written) << res.error;
   EXPECT_EQ(res.tables.size(), 300u);
   // One statement resolving all 300 tables with their pg_stats rows beside their columns.
@@ -244,7 +244,7 @@ TEST_F(CaptureTest, PartitionsAndOwnedByAndWideTables) {
   CaptureService svc(cfg);
   auto res = run(svc, request({table("public", "parted")}));
   EXPECT_EQ(res.tables.size(), 4u) << "parent, sub-partitioned partition, its leaf, second partition";
-  auto owned = run(svc, request({{"drop_owned", "", "", {src->name() + "_owner"}, {}, 0}}));
+  auto owned = run(svc, request({{TargetKind::owned_by, "", "", {src->name() + "_owner"}, {}, 0}}));
   EXPECT_EQ(owned.tables.size(), 2u);
   auto wide = run(svc, request({table("public", "wide")}));
   ASSERT_EQ(wide.outcome, SnapshotOutcome::written);

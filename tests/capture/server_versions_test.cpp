@@ -69,7 +69,7 @@ class CaptureServerVersionTest : public CaptureDatabasesTest {
     r.ctx.statement_kind = "drop_table";
     r.ctx.statement = "DROP TABLE " + table;
     r.search_path = {"public"};
-    r.targets = {{"drop_table", "public", table, {}, {}, 0}};
+    r.targets = {{TargetKind::relation, "public", table, {}, {}, 0}};
     r.deadline = std::chrono::steady_clock::now() + 20s;
     CaptureService svc(cfg);
     auto p = std::make_shared<std::promise<SnapshotResult>>();
