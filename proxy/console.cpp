@@ -328,21 +328,28 @@ class Console : public std::enable_shared_from_this<Console> {
     run_outside(it->second, line.args, line.words);
   }
 
-  // A command of cli/: blocking (it reads the store), so on a thread of its own.
+  // A command of cli/: blocking (it reads the store), so on a thread of its own. Its answer goes
+  // back through ctx_.console_work: one still running when serve ends posts nothing, and the
+  // session it holds is never destroyed off its loop (its sockets belong to a loop that is gone).
   void run_outside(const ConsoleCommand& command, std::string args, std::string words) {
     ConsoleCaller caller{user_, s_->client_addr_};
-    std::thread([self = shared_from_this(), command, args = std::move(args), caller, words = std::move(words),
-                 config = ctx_.config()] {
+    ctx_.console_work->begin();
+    std::thread([self = shared_from_this(), work = ctx_.console_work, exec = s_->executor(), command,
+                 args = std::move(args), caller, words = std::move(words), config = ctx_.config()]() mutable {
       ConsoleReply r;
       try {
         r = command(args, caller, config);
       } catch (const std::exception& e) {
         r = ConsoleReply::error("XX000", words + " failed: " + e.what());
       }
-      asio::post(self->s_->executor(), [self, r = std::move(r), words] {
-        if (self->s_->closed_) return;
-        self->reply(r, words);
+      work->finish([&] {
+        asio::post(exec, [self = std::move(self), r = std::move(r), words] {
+          if (self->s_->closed_) return;
+          self->reply(r, words);
+        });
       });
+      // Not posted (serve has ended): left for the process's exit, never destroyed here.
+      if (self) new std::shared_ptr<Console>(std::move(self));  // NOLINT: deliberate
     }).detach();
   }
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,6 +83,38 @@ class ByPreparedTransaction {
   std::map<std::pair<std::string, std::string>, std::vector<Item>> by_gid_;
   std::vector<std::pair<std::string, std::string>> order_;
 };
+// The console's commands of cli/ run on threads of their own (they block on the store) and post
+// their answers onto a session's loop. serve waits for them, bounded, before its loops go away;
+// one that finishes after that posts nothing (finish returns without calling post).
+class OutsideWork {
+ public:
+  void begin() {
+    std::lock_guard lock(mu_);
+    ++running_;
+  }
+  void finish(const std::function<void()>& post) {
+    {
+      std::lock_guard lock(mu_);
+      if (!closed_) post();
+      --running_;
+    }
+    cv_.notify_all();
+  }
+  // Waits up to `limit` for the running ones, then lets none post again; returns how many still run.
+  size_t close(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, limit, [this] { return running_ == 0; });
+    closed_ = true;
+    return running_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t running_ = 0;
+  bool closed_ = false;
+};
+
 // Afters of a prepared transaction's shape changes: captured at COMMIT PREPARED.
 using PreparedAfters = ByPreparedTransaction<capture::SnapshotRequest>;
 // Outcome checks of its DROPs (a quarantine's included): what happened is known only at its end.
@@ -102,6 +136,8 @@ struct ProxyContext {
   // The console's commands served outside proxy/ (cli/ gives them to serve), and RELOAD: the
   // server's SIGHUP reload, run on its main thread; done gets what the log says, or errors.
   ConsoleCommands console_commands;
+  // Shared: a command thread still running at exit holds it after the server is gone.
+  std::shared_ptr<OutsideWork> console_work = std::make_shared<OutsideWork>();
   struct ReloadOutcome {
     bool ok = false;
     std::vector<std::string> lines;   // errors when !ok; restart-only keys the file changed when ok

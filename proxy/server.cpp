@@ -214,6 +214,9 @@ class Server {
     for (auto& g : guards_) g.reset();
     for (auto& l : loops_) l->stop();
     for (auto& w : workers) w.join();
+    // A console command still reading the store posts its answer onto a loop: not after this.
+    if (size_t left = ctx_.console_work->close(std::chrono::seconds(10)))
+      spdlog::warn("{} console command(s) still running at exit: their answers are not sent", left);
     if (admin_) admin_->stop();
     stop_migration_retry();
     if (ctx_.capture) ctx_.capture->stop();
