@@ -28,6 +28,16 @@ std::string raise_sql(std::string_view sqlstate, std::string_view message) {
          "; END" + tag;
 }
 
+// How the catalog read finds what a destroyed target names: a schema's relations, a role's, or the
+// relation itself (with its partitions) for every other kind.
+capture::TargetKind target_kind_of(parser::DestroyKind kind) {
+  switch (kind) {
+    case parser::DestroyKind::drop_schema: return capture::TargetKind::schema;
+    case parser::DestroyKind::drop_owned: return capture::TargetKind::owned_by;
+    default: return capture::TargetKind::relation;
+  }
+}
+
 }  // namespace
 
 policy::Who who_of(const capture::StatementContext& context) {
@@ -94,9 +104,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       }
       if (decision.on_failure == policy::OnFailure::closed) plan.fail_closed = true;
       capture::TargetSpec spec;
-      spec.kind = t.kind == parser::DestroyKind::drop_schema ? capture::TargetKind::schema
-                  : t.kind == parser::DestroyKind::drop_owned ? capture::TargetKind::owned_by
-                                                              : capture::TargetKind::relation;
+      spec.kind = target_kind_of(t.kind);
       spec.schema = t.relation.schema;
       spec.name = t.relation.name;
       spec.roles = t.roles;
