@@ -74,6 +74,24 @@ struct TargetSpec {
   uint32_t oid = 0;                 // after_by_oid: the table, whatever its name is now (schema, name: what it was called)
 };
 
+// An object a later statement drops that a quarantined table may still use: the quarantined tables
+// that use it are purged for good before the statement runs (issue 22).
+struct YieldSpec {
+  YieldKind kind = YieldKind::role;
+  std::string name;
+  std::string schema;   // operator class / family: as qualified, else empty (the search_path's)
+  std::string method;   // operator class / family: USING
+  std::string label;    // the statement's kind as the metric and the ledger name it: "drop_role", …
+};
+
+// A quarantined table a yield purged.
+struct YieldedTable {
+  std::string label;             // YieldSpec::label of the statement it yielded to
+  std::string schema, table;     // what it was called before its DROP
+  std::string quarantine_table;  // in the yield's quarantine schema
+  uint32_t oid = 0;
+};
+
 // Who and what, copied onto every snapshot and ledger row.
 struct StatementContext {
   std::string database;
@@ -99,6 +117,10 @@ struct SnapshotRequest {
   // The client session it came from (0: none). A hold's before absorbs the session's own afters of
   // the same name still waiting to run (capture/after_capture.hpp).
   uint64_t session = 0;
+  // Quarantined tables in yield_schema that use what these drop are purged first (capture's
+  // connection, which owns the quarantine schema), each with a ledger row saying to what it yielded.
+  std::vector<YieldSpec> yields;
+  std::string yield_schema;
 };
 
 // One per table captured or attempted. outcome: written | table_missing | capture_error |
@@ -120,6 +142,8 @@ struct SnapshotResult {
   SnapshotOutcome outcome = SnapshotOutcome::capture_error;
   double capture_ms = 0;
   std::string error;
+  std::vector<YieldedTable> yielded;   // quarantined tables purged for the request's yields
+  std::string yield_error;             // the purge failed: the statement goes on as it would have
   bool ok() const { return is_kept(outcome); }
 };
 

@@ -15,6 +15,7 @@ const char* to_string(SnapshotOutcome o) {
     case SnapshotOutcome::unresolved: return "unresolved";
     case SnapshotOutcome::unparsed: return "unparsed";
     case SnapshotOutcome::not_quarantined: return "not_quarantined";
+    case SnapshotOutcome::yielded: return "yielded";
   }
   return "unknown";
 }

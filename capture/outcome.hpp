@@ -22,8 +22,11 @@ enum class SnapshotOutcome : uint8_t {
   // A quarantine rule covered it, but its substitute could not keep the table and ran the statement
   // for real (after the snapshot): ledger row only, its error says why.
   not_quarantined,
+  // A quarantined table purged for good so that a later statement (DROP ROLE of its owner, DROP
+  // ACCESS METHOD …) answers as direct: ledger row only, its error says to what it yielded.
+  yielded,
 };
-inline constexpr size_t kSnapshotOutcomeCount = static_cast<size_t>(SnapshotOutcome::not_quarantined) + 1;
+inline constexpr size_t kSnapshotOutcomeCount = static_cast<size_t>(SnapshotOutcome::yielded) + 1;
 
 // The text the ledger stores (and the metric label): never changes for an existing value.
 const char* to_string(SnapshotOutcome o);

@@ -744,15 +744,98 @@ std::string quarantine_catalog_sql(std::string_view schema) {
          "ORDER BY d.description::jsonb->>'dropped_at', c.oid";
 }
 
-std::string quarantine_record_sql(std::string_view store_table) {
+namespace {
+
+// The store row of a quarantined table from its comment; `then` is what follows the SELECT.
+std::string record_row_sql(std::string_view store_table, std::string_view state, std::string_view reason,
+                           std::string_view then) {
   return "INSERT INTO " + quote_qualified_ident(store_table) +
-         " (id, database_name, schema_name, table_name, table_oid, quarantine_schema, quarantine_table, dropped_at,"
-         " expires_at, bytes, snapshot_id, event_id, dropped_by, application_name, client_addr, state, state_at, detail)"
+         " AS q (id, database_name, schema_name, table_name, table_oid, quarantine_schema, quarantine_table, dropped_at,"
+         " expires_at, bytes, snapshot_id, event_id, dropped_by, application_name, client_addr, state, state_at,"
+         " state_reason, detail)"
          " SELECT (d->>'id')::uuid, $1, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, $4,"
          " (d->>'dropped_at')::timestamptz, (d->>'dropped_at')::timestamptz + $8::bigint * interval '1 second',"
-         " $5::bigint, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, 'held', now(), d"
+         " $5::bigint, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, '" + std::string(state) + "', now(), " +
+         std::string(reason) + ", d"
          // A partition's comment only points at its tree's (the tree is one quarantine, one row).
-         " FROM (SELECT $2::jsonb AS d) a WHERE d ? 'predrop_quarantine' ON CONFLICT (id) DO NOTHING";
+         " FROM (SELECT $2::jsonb AS d) a WHERE d ? 'predrop_quarantine' " + std::string(then);
+}
+
+}  // namespace
+
+std::string quarantine_record_sql(std::string_view store_table) {
+  return record_row_sql(store_table, "held", "NULL", "ON CONFLICT (id) DO NOTHING");
+}
+
+std::string quarantine_yielded_sql(std::string_view store_table) {
+  return record_row_sql(store_table, "purged", "$11",
+                        "ON CONFLICT (id) DO UPDATE SET state = 'purged', state_at = now(), "
+                        "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
+}
+
+std::string quarantine_yield_find_sql() {
+  // pg_depend names what a relation uses (a partition key's or an index's operator class, an access
+  // method, a column's type); an extension's objects are those depending on it with deptype 'e'.
+  // Owner, tablespace and access method are read from pg_class itself.
+  return R"SQL(WITH y AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS y(kind, name, schema, method, n)
+), qs AS (
+  SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1
+), q AS (
+  SELECT c.oid, c.relowner, c.relam, c.reltablespace FROM pg_catalog.pg_class c JOIN qs ON c.relnamespace = qs.oid
+), fam AS (
+  SELECT y.n, f.oid FROM y JOIN pg_catalog.pg_opfamily f ON f.opfname = y.name
+    JOIN pg_catalog.pg_am am ON am.oid = f.opfmethod AND am.amname = y.method
+    JOIN pg_catalog.pg_namespace ns ON ns.oid = f.opfnamespace
+   WHERE y.kind = 'operator_family' AND (ns.nspname = y.schema OR (y.schema = '' AND ns.nspname = ANY ($6::text[])))
+), obj AS (
+  SELECT y.n, 'pg_catalog.pg_opclass'::pg_catalog.regclass::oid AS cls, oc.oid FROM y
+    JOIN pg_catalog.pg_opclass oc ON oc.opcname = y.name
+    JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod AND am.amname = y.method
+    JOIN pg_catalog.pg_namespace ns ON ns.oid = oc.opcnamespace
+   WHERE y.kind = 'operator_class' AND (ns.nspname = y.schema OR (y.schema = '' AND ns.nspname = ANY ($6::text[])))
+  UNION ALL
+  SELECT fam.n, 'pg_catalog.pg_opfamily'::pg_catalog.regclass::oid, fam.oid FROM fam
+  UNION ALL
+  SELECT fam.n, 'pg_catalog.pg_opclass'::pg_catalog.regclass::oid, oc.oid FROM fam
+    JOIN pg_catalog.pg_opclass oc ON oc.opcfamily = fam.oid
+  UNION ALL
+  SELECT y.n, 'pg_catalog.pg_am'::pg_catalog.regclass::oid, am.oid FROM y
+    JOIN pg_catalog.pg_am am ON am.amname = y.name WHERE y.kind = 'access_method'
+  UNION ALL
+  SELECT y.n, d.classid, d.objid FROM y JOIN pg_catalog.pg_extension x ON x.extname = y.name
+    JOIN pg_catalog.pg_depend d ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = x.oid
+     AND d.deptype = 'e'
+   WHERE y.kind = 'extension'
+), hit AS (
+  SELECT y.n, q.oid FROM y JOIN pg_catalog.pg_roles r ON r.rolname = y.name JOIN q ON q.relowner = r.oid
+   WHERE y.kind = 'role'
+  UNION ALL
+  SELECT y.n, q.oid FROM y JOIN pg_catalog.pg_tablespace t ON t.spcname = y.name JOIN q ON q.reltablespace = t.oid
+   WHERE y.kind = 'tablespace'
+  UNION ALL
+  SELECT y.n, q.oid FROM y JOIN pg_catalog.pg_am am ON am.amname = y.name JOIN q ON q.relam = am.oid
+   WHERE y.kind = 'access_method'
+  UNION ALL
+  SELECT obj.n, q.oid FROM obj JOIN pg_catalog.pg_depend d ON d.refclassid = obj.cls AND d.refobjid = obj.oid
+     AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+    JOIN q ON q.oid = d.objid
+), tbl AS (
+  -- An index or an owned sequence stands for its table.
+  SELECT h.n, COALESCE((SELECT i.indrelid FROM pg_catalog.pg_index i WHERE i.indexrelid = h.oid),
+                       (SELECT d.refobjid FROM pg_catalog.pg_depend d
+                         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = h.oid
+                           AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.deptype IN ('a', 'i')
+                         LIMIT 1),
+                       h.oid) AS oid
+    FROM hit h
+), tree AS (
+  SELECT t.n, COALESCE(pg_catalog.pg_partition_root(t.oid)::oid, t.oid) AS oid FROM tbl t
+)
+SELECT DISTINCT ON (c.oid) tree.n, c.oid::bigint, c.relname::text, pg_catalog.obj_description(c.oid, 'pg_class')
+  FROM tree JOIN pg_catalog.pg_class c ON c.oid = tree.oid JOIN qs ON c.relnamespace = qs.oid
+ WHERE c.relkind IN ('r', 'p')
+ ORDER BY c.oid, tree.n)SQL";
 }
 
 }  // namespace predrop::capture

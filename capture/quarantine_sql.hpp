@@ -73,6 +73,19 @@ std::string quarantine_catalog_sql(std::string_view schema);
 // $7 event_id (or NULL), $8 retention seconds, $9 application_name, $10 client_addr.
 std::string quarantine_record_sql(std::string_view store_table);
 
+// The same row for a table a yield purged (issue 22): written 'purged' with state_reason $11 ("yielded
+// to DROP ROLE r"), or a held row already there marked so.
+std::string quarantine_yielded_sql(std::string_view store_table);
+
+// The quarantined tables that use what a later statement drops (issue 22): the owner (DROP ROLE), a
+// tablespace, a table or index access method, an operator class or family (a partition key's, an
+// index's) or an extension's object (a column's type), each as the tree it belongs to (an index or
+// owned sequence stands for its table, a partition for its root). Parameters: $1 the quarantine
+// schema, $2..$5 text[] of the yields' kind (to_string(YieldKind)), name, schema ('' = any of $6) and
+// method, $6 text[] the search_path's schemas. Rows: n (1-based: which yield), oid bigint, relname,
+// comment (the quarantine's JSON, or NULL). Read-only.
+std::string quarantine_yield_find_sql();
+
 // "schema.table" (each part optionally double-quoted) as a quoted identifier pair.
 std::string quote_qualified_ident(std::string_view qualified);
 std::string quote_ident_always(std::string_view name);

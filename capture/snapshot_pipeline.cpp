@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -40,6 +42,10 @@ struct SnapshotJob {
   CatalogResult catalog;
   std::vector<WriteRow> rows;
   double capture_ms = 0;
+  bool yield_done = false;            // its yields' purge ran (or was given up)
+  std::vector<YieldedTable> yielded;
+  std::vector<std::string> yielded_details;  // each one's comment, for its store row
+  std::string yield_error;
 };
 
 namespace {
@@ -156,7 +162,7 @@ void SnapshotPipeline::start(JobPtr job) {
   job->timer.async_wait([this, job](const boost::system::error_code& ec) {
     if (!ec) fail(job, SnapshotOutcome::timeout, "deadline passed");
   });
-  if (job->req.targets.empty()) return write(job);
+  if (job->req.targets.empty() && job->req.yields.empty()) return write(job);
   start_capture(job);
 }
 
@@ -178,7 +184,9 @@ void SnapshotPipeline::start_capture(const JobPtr& job) {
 }
 
 bool SnapshotPipeline::groupable(const JobPtr& job) const {
-  if (job->req.background || !cfg_.enrich_identity_sql.empty() || !cfg_.enrich_provenance_sql.empty()) return false;
+  if (job->req.background || !job->req.yields.empty() || !cfg_.enrich_identity_sql.empty() ||
+      !cfg_.enrich_provenance_sql.empty())
+    return false;
   return job->req.prepare_sql.empty() || prepared_.count(job->req.ctx.database + '\n' + job->req.prepare_sql) > 0;
 }
 
@@ -224,6 +232,12 @@ void SnapshotPipeline::let_riders_go(const JobPtr& leader) {
 }
 
 void SnapshotPipeline::prepare(const JobPtr& job) {
+  if (!job->req.yields.empty() && !job->yield_done) return yield(job);
+  if (job->req.targets.empty()) {  // a yield alone: nothing to capture
+    release(job);
+    job->capture_ms = ms_since(job->started);
+    return finish(job, SnapshotResult{});
+  }
   if (job->req.prepare_sql.empty()) return read_catalog(job);
   std::string key = job->req.ctx.database + '\n' + job->req.prepare_sql;
   if (prepared_.count(key)) return read_catalog(job);
@@ -254,6 +268,99 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
               });
         });
       });
+}
+
+// The quarantined tables that use what the statement drops are purged before it runs (issue 22): one
+// read-only statement finds them (nothing found, the usual case, is that one round trip), one DROP
+// removes them all. The capture role owns the quarantine schema, so it may drop any table in it. A
+// failure is logged and the statement goes on: it then fails as it would have without the yield.
+void SnapshotPipeline::yield(const JobPtr& job) {
+  job->yield_done = true;
+  std::vector<std::optional<std::string>> kinds, names, schemas, methods, path;
+  for (const auto& y : job->req.yields) {
+    kinds.emplace_back(std::string(to_string(y.kind)));
+    names.emplace_back(y.name);
+    schemas.emplace_back(y.schema);
+    methods.emplace_back(y.method);
+  }
+  path.emplace_back("pg_catalog");
+  for (const auto& s : job->req.search_path) path.emplace_back(s);
+  Params params{job->req.yield_schema, pg_array_literal(kinds), pg_array_literal(names), pg_array_literal(schemas),
+                pg_array_literal(methods), pg_array_literal(path)};
+  ++counters_.catalog;
+  run(job, BatchQuery{"predrop_quarantine_yield_v1", quarantine_yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
+    if (!r.ok()) {
+      if (retry_if_closed(job, capture_pool_, job->req.ctx.database, [this, job] { prepare(job); })) {
+        job->yield_done = false;
+        return;
+      }
+      job->yield_error = "finding the quarantined tables it would meet: " + r.error;
+      spdlog::warn("predrop quarantine yield in database {}: {}", job->req.ctx.database, job->yield_error);
+      return prepare(job);
+    }
+    std::vector<YieldedTable> found;
+    std::string drop;
+    for (int i = 0; i < r.rows(); ++i) {
+      // Only what a quarantine put there (its comment says so); anything else in the schema is not ours.
+      if (r.is_null(i, 3) || r.text(i, 3).find("\"predrop_quarantine\"") == std::string::npos) continue;
+      const size_t n = static_cast<size_t>(std::stoul(r.text(i, 0)));
+      if (n == 0 || n > job->req.yields.size()) continue;
+      YieldedTable t;
+      t.label = job->req.yields[n - 1].label;
+      t.quarantine_table = r.text(i, 2);
+      t.oid = static_cast<uint32_t>(std::stoul(r.text(i, 1)));
+      std::string detail = r.text(i, 3);
+      const auto d = nlohmann::json::parse(detail, nullptr, false);
+      if (!d.is_object() || !d.contains("predrop_quarantine")) continue;
+      t.schema = d.value("schema", "");
+      t.table = d.value("table", "");
+      drop += (drop.empty() ? "DROP TABLE " : ", ") + quote_ident_always(job->req.yield_schema) + "." +
+              quote_ident_always(t.quarantine_table);
+      found.push_back(std::move(t));
+      job->yielded_details.push_back(std::move(detail));
+    }
+    if (found.empty()) return prepare(job);
+    // CASCADE: a foreign key between two tables quarantined together goes with the first (as the
+    // purger does); nothing outside the quarantine depends on a quarantined table.
+    drop += " CASCADE";
+    auto back_to_read_only = [this, job](PgResult) {
+      run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", {}},
+          [this, job](PgResult) { prepare(job); });
+    };
+    run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", {}},
+        [this, job, drop, found = std::move(found), back_to_read_only](PgResult) mutable {
+          run(job, BatchQuery{nullptr, drop, {}}, [this, job, found = std::move(found), back_to_read_only](PgResult d) mutable {
+            if (!d.ok()) {
+              job->yield_error = "purging the quarantined tables it would meet: " + d.error;
+              job->yielded_details.clear();
+              spdlog::warn("predrop quarantine yield in database {}: {}", job->req.ctx.database, job->yield_error);
+            } else {
+              job->yielded = std::move(found);
+              record_yielded(job);
+            }
+            back_to_read_only(std::move(d));
+          });
+        });
+  });
+}
+
+// Each purged table: a ledger row saying to what it yielded, and its store row marked purged.
+void SnapshotPipeline::record_yielded(const JobPtr& job) {
+  std::vector<WriteRow> rows;
+  for (size_t i = 0; i < job->yielded.size(); ++i) {
+    const YieldedTable& t = job->yielded[i];
+    const std::string reason = "yielded to " + job->req.ctx.statement;
+    WriteRow row{"", new_uuid(), t.schema, t.table, t.oid, SnapshotOutcome::yielded,
+                 reason + " (purged " + job->req.yield_schema + "." + t.quarantine_table + ")", nullptr, {}};
+    rows.push_back(std::move(row));
+    Params params{job->req.ctx.database, job->yielded_details[i], job->req.yield_schema, t.quarantine_table,
+                  std::nullopt, std::nullopt, std::nullopt, std::string("0"), job->req.ctx.application_name,
+                  job->req.ctx.client_addr, reason};
+    ledger_.exec([params = std::move(params)](const StoreSql&) {
+      return BatchQuery{"predrop_quarantine_yielded_v1", quarantine_yielded_sql(kQuarantineStoreTable), params};
+    }, "quarantine yield");
+  }
+  ledger_.write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, ms_since(job->started));
 }
 
 void SnapshotPipeline::read_catalog(const JobPtr& job) {
@@ -446,6 +553,8 @@ void SnapshotPipeline::finish(const JobPtr& job, SnapshotResult res) {
   --counters_.in_flight;
   res.capture_ms = ms_since(job->started);
   summarise(res);
+  res.yielded = job->yielded;
+  res.yield_error = job->yield_error;
   try {
     job->done(std::move(res));
   } catch (const std::exception& e) {

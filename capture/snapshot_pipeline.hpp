@@ -44,6 +44,8 @@ class SnapshotPipeline {
   bool retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next);
   void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next);
   void prepare(const JobPtr& job);
+  void yield(const JobPtr& job);
+  void record_yielded(const JobPtr& job);
   void read_catalog(const JobPtr& job);
   void enrich(const JobPtr& job, int which);
   void build_rows(const JobPtr& job, std::optional<SnapshotOutcome> failure, const std::string& error);

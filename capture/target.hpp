@@ -57,6 +57,22 @@ constexpr std::string_view to_string(TargetKind k) {
   return "relation";
 }
 
+// What a later statement drops that a quarantined table may still use (issue 22); the yield
+// statement (capture/quarantine_sql.hpp) finds the tables that use it by this spelling.
+enum class YieldKind : uint8_t { role, tablespace, access_method, operator_class, operator_family, extension };
+
+constexpr std::string_view to_string(YieldKind k) {
+  switch (k) {
+    case YieldKind::role: return "role";
+    case YieldKind::tablespace: return "tablespace";
+    case YieldKind::access_method: return "access_method";
+    case YieldKind::operator_class: return "operator_class";
+    case YieldKind::operator_family: return "operator_family";
+    case YieldKind::extension: return "extension";
+  }
+  return "role";
+}
+
 // A relation named by schema and name (the others name a schema, roles or an OID).
 constexpr bool names_relation(TargetKind k) { return k == TargetKind::relation || k == TargetKind::after_by_name; }
 

@@ -246,6 +246,28 @@ struct Undrop {
   }
 };
 
+// Why a version is not in quarantine any more when the store says it was purged (by age, a cap, by
+// hand, or to let a later statement through: "yielded to DROP ROLE r"): the newest such row.
+std::string purged_note(const Context& ctx, const std::string& dbname, const std::string& schema,
+                        const std::string& table, const std::string& id) {
+  auto store = open_store("undrop", ctx);
+  if (!store) return "";
+  try {
+    auto r = store->exec(std::string("SELECT to_char(dropped_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), "
+                                     "to_char(state_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), "
+                                     "coalesce(state_reason, '') FROM ") +
+                             kQuarantineStoreTable +
+                             " WHERE database_name = $1 AND schema_name = $2 AND table_name = $3 AND state = 'purged'"
+                             " AND ($4 = '' OR id::text = $4) ORDER BY dropped_at DESC LIMIT 1",
+                         Params{dbname, schema, table, id});
+    if (r.rows() == 0) return "";
+    return "; the newest version (dropped " + r.text(0, 0) + " UTC) was purged " + r.text(0, 1) + " UTC (" +
+           r.text(0, 2) + "); its snapshot stays in the store";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 // Restores the newest quarantined version of table (or the one with this id); its report as JSON.
 // Fails (fail()) with what was not possible; nothing is restored then.
 json undrop_table(const Context& ctx, const std::string& qualified, const std::string& id, const std::string& as,
@@ -261,7 +283,7 @@ json undrop_table(const Context& ctx, const std::string& qualified, const std::s
         pick = &h;  // oldest first: the last match is the newest
     if (!pick)
       fail("undrop", "no quarantined version of " + schema + "." + table + (id.empty() ? "" : " with id " + id) +
-                         " in database " + dbname);
+                         " in database " + dbname + purged_note(ctx, dbname, schema, table, id));
     std::string to_schema = schema, to_name = table;
     if (!as.empty()) {
       if (as.find('.') != std::string::npos) std::tie(to_schema, to_name) = capture::split_qualified(as);

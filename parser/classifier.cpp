@@ -50,6 +50,24 @@ bool Facts::changes_shape() const {
   return false;
 }
 
+bool Facts::yields() const {
+  for (const auto& s : statements)
+    if (!s.yields.empty()) return true;
+  return false;
+}
+
+std::string_view to_string(YieldTarget::Kind kind) {
+  switch (kind) {
+    case YieldTarget::Kind::role: return "drop_role";
+    case YieldTarget::Kind::tablespace: return "drop_tablespace";
+    case YieldTarget::Kind::access_method: return "drop_access_method";
+    case YieldTarget::Kind::operator_class: return "drop_operator_class";
+    case YieldTarget::Kind::operator_family: return "drop_operator_family";
+    case YieldTarget::Kind::extension: return "drop_extension";
+  }
+  return "unknown";
+}
+
 struct Classifier::Impl {
   using Entry = std::pair<std::string, std::shared_ptr<const Facts>>;
   using Lru = std::list<Entry>;  // front = most recently used

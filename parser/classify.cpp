@@ -184,6 +184,8 @@ class StatementWalker {
     if (!body) return;
     if (type == "DropStmt") drop(*body);
     else if (type == "DropOwnedStmt") drop_owned(*body);
+    else if (type == "DropRoleStmt") drop_role(*body);
+    else if (type == "DropTableSpaceStmt") yield(YieldTarget::Kind::tablespace, text(*body, "tablespacename"));
     else if (type == "TruncateStmt") truncate(*body);
     else if (type == "AlterTableStmt") alter_table(*body);
     else if (type == "RenameStmt") rename(*body);
@@ -269,6 +271,7 @@ class StatementWalker {
     else if (remove == "OBJECT_SCHEMA") kind = DestroyKind::drop_schema;
 
     if (!kind) {
+      drop_yields(remove, s);
       static constexpr std::string_view kCascadeHarmless[] = {
           "OBJECT_INDEX", "OBJECT_TRIGGER", "OBJECT_POLICY", "OBJECT_RULE", "OBJECT_STATISTIC_EXT",
           "OBJECT_PUBLICATION", "OBJECT_EVENT_TRIGGER", "OBJECT_SEQUENCE"};
@@ -290,6 +293,43 @@ class StatementWalker {
       Target& t = add(*kind, std::move(name));
       t.if_exists = if_exists;
       t.cascade = cascade;
+    }
+  }
+
+  void yield(YieldTarget::Kind kind, std::string name, std::string schema = {}, std::string method = {}) {
+    if (name.empty()) return;
+    out_.yields.push_back(YieldTarget{kind, std::move(name), std::move(schema), std::move(method)});
+  }
+
+  // DROP ROLE names roles only (the server refuses CURRENT_USER and the like there).
+  void drop_role(const json& s) {
+    for (const json& role : items_of(s, "roles")) {
+      auto [type, body] = unwrap(role);
+      if (type == "RoleSpec" && text(*body, "roletype") == "ROLESPEC_CSTRING")
+        yield(YieldTarget::Kind::role, text(*body, "rolename"));
+    }
+  }
+
+  // DROP ACCESS METHOD / EXTENSION name, …; DROP OPERATOR CLASS / FAMILY [schema.]name USING method,
+  // whose object is the list (method, [schema,] name).
+  void drop_yields(const std::string& remove, const json& s) {
+    std::optional<YieldTarget::Kind> kind;
+    if (remove == "OBJECT_ACCESS_METHOD") kind = YieldTarget::Kind::access_method;
+    else if (remove == "OBJECT_EXTENSION") kind = YieldTarget::Kind::extension;
+    else if (remove == "OBJECT_OPCLASS") kind = YieldTarget::Kind::operator_class;
+    else if (remove == "OBJECT_OPFAMILY") kind = YieldTarget::Kind::operator_family;
+    if (!kind) return;
+    for (const json& object : items_of(s, "objects")) {
+      auto [type, body] = unwrap(object);
+      if (type == "String") {
+        yield(*kind, text(*body, "sval"));
+      } else if (type == "List") {
+        std::vector<std::string> parts;
+        for (const json& item : items_of(*body, "items"))
+          if (auto [t, b] = unwrap(item); t == "String") parts.push_back(text(*b, "sval"));
+        if (parts.size() < 2) continue;
+        yield(*kind, parts.back(), parts.size() >= 3 ? parts[parts.size() - 2] : std::string(), parts.front());
+      }
     }
   }
 
@@ -642,7 +682,7 @@ Facts classify_uncached(std::string_view sql_view, bool standard_conforming_stri
   }
 
   // The "after" row of a shape change stores the normalised text and its fingerprint too.
-  if (facts.destroys() || facts.unresolved() || facts.changes_shape()) compute_fingerprint(sql, facts);
+  if (facts.destroys() || facts.unresolved() || facts.changes_shape() || facts.yields()) compute_fingerprint(sql, facts);
   if (facts.destroys()) facts.source = sql;
   return facts;
 }

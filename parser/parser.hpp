@@ -61,6 +61,20 @@ struct ShapeChange {
   bool operator==(const ShapeChange&) const = default;
 };
 
+// An object whose DROP a table kept in quarantine can block although the table's own DROP let
+// the object go, because the quarantine cannot detach it from the table (issue 22): the owner
+// (DROP ROLE), a tablespace, a table access method, a partition key's operator class or family, an
+// extension's type. The hold purges the quarantined tables that use it before the statement runs.
+struct YieldTarget {
+  enum class Kind : uint8_t { role, tablespace, access_method, operator_class, operator_family, extension };
+  Kind kind = Kind::role;
+  std::string name;     // as the server reads it (folded unless quoted)
+  std::string schema;   // operator class / family: the schema it was qualified with, else empty
+  std::string method;   // operator class / family: USING method
+};
+// The metric label and the ledger's word for each kind: "drop_role", "drop_tablespace", …
+std::string_view to_string(YieldTarget::Kind kind);
+
 // One top-level statement of the message text.
 struct Statement {
   std::vector<Target> targets;                  // empty when it destroys nothing visible
@@ -74,6 +88,7 @@ struct Statement {
   bool unparsed = false;
   // Shape changes, reported only when classify() was asked for them (a temporary relation never is).
   std::vector<ShapeChange> changes;
+  std::vector<YieldTarget> yields;              // what it drops that a quarantined table may still use
   // Where the statement is in the text (bytes; libpg_query's stmt_location / stmt_len), so that a
   // quarantine can substitute it alone. Unknown (has_span false) for texts the parser rejects.
   uint32_t text_begin = 0, text_length = 0;
@@ -102,6 +117,7 @@ struct Facts {
   bool unparsed() const;           // any statement is unparsed
   bool touches_search_path() const;
   bool changes_shape() const;      // any statement has changes
+  bool yields() const;             // any statement has yields
 };
 
 // Cheap and sound: false only when the text cannot hold any statement the classifier

@@ -34,6 +34,13 @@ Action action_for_kind(Action action, DestroyKind kind) {
 
 }  // namespace
 
+bool Config::quarantines_in(std::string_view database) const {
+  if (default_rule.action == Action::quarantine) return true;
+  for (const auto& r : rules)
+    if (r.action == Action::quarantine && detail::glob_match(r.database, database)) return true;
+  return false;
+}
+
 Decision Config::decide(std::string_view database, std::string_view schema, std::string_view table,
                         DestroyKind kind) const {
   return decide(database, schema, table, kind, Who{});

@@ -165,6 +165,8 @@ struct Config {
   // With nobody known: rules that name a user, application_name or client_addr never match.
   Decision decide(std::string_view database, std::string_view schema, std::string_view table,
                   DestroyKind kind) const;
+  // Whether a quarantine rule (or the default) could put this database's tables in quarantine.
+  bool quarantines_in(std::string_view database) const;
   // Whether a baseline.exclude glob names the table.
   bool baseline_excludes(std::string_view schema, std::string_view table) const;
 };

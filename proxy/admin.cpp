@@ -167,6 +167,15 @@ std::string render_metrics(ProxyContext& ctx) {
   counter(out, "predrop_quarantine_substitutions_total",
           "Statements a quarantine rule covered that reached the server as their substitute.",
           m.quarantine_substitutions.load());
+  header(out, "predrop_quarantine_yielded_total", "counter",
+         "Quarantined tables purged for good so that a later statement answers as direct, by that statement.");
+  for (size_t k = 0; k < m.quarantine_yielded.size(); ++k)
+    sample(out, "predrop_quarantine_yielded_total",
+           std::string("to=\"") + std::string(parser::to_string(static_cast<parser::YieldTarget::Kind>(k))) + "\"",
+           m.quarantine_yielded[k].load());
+  counter(out, "predrop_quarantine_yield_failures_total",
+          "Later statements whose quarantined tables could not be found or purged (the statement went on as sent).",
+          m.quarantine_yield_failures.load());
   counter(out, "predrop_quarantine_fallbacks_total",
           "Statements a quarantine rule covered that ran for real: the substitute could not keep a table, or the text could not be substituted.",
           m.quarantine_fallbacks.load());

@@ -38,6 +38,18 @@ capture::TargetKind target_kind_of(parser::DestroyKind kind) {
   }
 }
 
+capture::YieldKind yield_kind_of(parser::YieldTarget::Kind kind) {
+  switch (kind) {
+    case parser::YieldTarget::Kind::role: return capture::YieldKind::role;
+    case parser::YieldTarget::Kind::tablespace: return capture::YieldKind::tablespace;
+    case parser::YieldTarget::Kind::access_method: return capture::YieldKind::access_method;
+    case parser::YieldTarget::Kind::operator_class: return capture::YieldKind::operator_class;
+    case parser::YieldTarget::Kind::operator_family: return capture::YieldKind::operator_family;
+    case parser::YieldTarget::Kind::extension: return capture::YieldKind::extension;
+  }
+  return capture::YieldKind::role;
+}
+
 }  // namespace
 
 policy::Who who_of(const capture::StatementContext& context) {
@@ -111,6 +123,15 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       req.targets.push_back(std::move(spec));
       if (req.search_path.empty()) req.search_path = effective;
     }
+    if (!st.yields.empty() && cfg.quarantines_in(db)) {
+      for (const auto& y : st.yields) {
+        capture::YieldSpec spec{yield_kind_of(y.kind), y.name, y.schema, y.method, std::string(parser::to_string(y.kind))};
+        req.yields.push_back(std::move(spec));
+      }
+      req.yield_schema = cfg.quarantine_schema;
+      if (req.search_path.empty()) req.search_path = path.effective(in.user);
+      if (req.ctx.statement_kind.empty()) req.ctx.statement_kind = req.yields.front().label;
+    }
     if (quarantines) {
       // Only a statement a quarantine covers asks (the registry takes a process-wide lock).
       quarantine.move.via_function = capture::move_function_usable(db);
@@ -169,7 +190,7 @@ void Hold::begin(HoldInput in) {
   auto exec = session_.executor();
   std::weak_ptr<Session> weak = session_.shared_from_this();
   bool disabled = !cfg_->snapshots_enabled || !session_.ctx_.capture;
-  if (plan.request.targets.empty() || disabled) {
+  if ((plan.request.targets.empty() && plan.request.yields.empty()) || disabled) {
     if (disabled && !plan.request.targets.empty()) {
       metrics().count_snapshot(SnapshotOutcome::disabled);
       session_.record_ledger(*context_, SnapshotOutcome::disabled);
@@ -225,7 +246,15 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
       unconfirmed.push_back(t);
     }
   }
-  if (result.tables.empty()) metrics().count_snapshot(result.outcome);
+  if (result.tables.empty() && !tables_.empty()) metrics().count_snapshot(result.outcome);
+  for (const auto& y : result.yielded) {
+    for (size_t k = 0; k < metrics().quarantine_yielded.size(); ++k)
+      if (parser::to_string(static_cast<parser::YieldTarget::Kind>(k)) == y.label)
+        metrics().quarantine_yielded[k].fetch_add(1, std::memory_order_relaxed);
+    spdlog::info("session {}: quarantined {}.{} purged so that {} answers as direct", session_.client_addr_, y.schema,
+                 y.table, context_->statement);
+  }
+  if (!result.yield_error.empty()) metrics().quarantine_yield_failures.fetch_add(1, std::memory_order_relaxed);
   if (session_.decoder_->tracks_shape_changes()) {
     std::vector<HeldTable> held;
     for (const auto& t : result.tables)
@@ -386,7 +415,12 @@ bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
                  client_addr_, facts->fingerprint);
     record_ledger(statement_context(*facts), SnapshotOutcome::unresolved);
   }
-  return facts->destroys();
+  if (facts->destroys()) return true;
+  // What a quarantined table may still use (issue 22) waits only where a quarantine rule could have
+  // put tables in quarantine: elsewhere it is relayed untouched.
+  if (!facts->yields() || !ctx_.capture) return false;
+  auto cfg = ctx_.config();
+  return cfg->snapshots_enabled && cfg->quarantines_in(params_.get("database").empty() ? params_.get("user") : params_.get("database"));
 }
 
 void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total) {

@@ -60,6 +60,10 @@ struct Metrics {
   // keep its tables (or that could not be substituted) and ran as sent.
   std::atomic<uint64_t> quarantine_substitutions{0};
   std::atomic<uint64_t> quarantine_fallbacks{0};
+  // Quarantined tables purged so that a later statement answers as direct, by that statement's kind
+  // (parser::YieldTarget::Kind order), and yields whose purge failed (the statement went on).
+  std::array<std::atomic<uint64_t>, 6> quarantine_yielded{};
+  std::atomic<uint64_t> quarantine_yield_failures{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};

@@ -133,6 +133,34 @@ TEST(Facts, HelpersReflectStatements) {
   EXPECT_TRUE(plain.fingerprint.empty());
 }
 
+// What a quarantined table may still use and its own DROP could not let go (issue 22): each object
+// a later DROP names, with the schema and method an operator class or family needs.
+TEST(Facts, YieldsNameWhatAQuarantinedTableMayStillUse) {
+  Facts f = classify_uncached(
+      "DROP ROLE a, \"B\"; DROP TABLESPACE IF EXISTS ts1; DROP ACCESS METHOD heap2;"
+      " DROP OPERATOR CLASS s.my_ops USING btree; DROP OPERATOR FAMILY my_fam USING hash;"
+      " DROP EXTENSION IF EXISTS citext, hstore; SELECT 1");
+  ASSERT_EQ(f.statements.size(), 7u);
+  EXPECT_TRUE(f.yields());
+  EXPECT_FALSE(f.destroys());
+  EXPECT_FALSE(f.fingerprint.empty());
+  auto names = [&](size_t i) {
+    std::vector<std::string> out;
+    for (const auto& y : f.statements[i].yields)
+      out.push_back(std::string(to_string(y.kind)) + ":" + y.schema + "." + y.name + "/" + y.method);
+    return out;
+  };
+  EXPECT_EQ(names(0), (std::vector<std::string>{"drop_role:.a/", "drop_role:.B/"}));
+  EXPECT_EQ(names(1), (std::vector<std::string>{"drop_tablespace:.ts1/"}));
+  EXPECT_EQ(names(2), (std::vector<std::string>{"drop_access_method:.heap2/"}));
+  EXPECT_EQ(names(3), (std::vector<std::string>{"drop_operator_class:s.my_ops/btree"}));
+  EXPECT_EQ(names(4), (std::vector<std::string>{"drop_operator_family:.my_fam/hash"}));
+  EXPECT_EQ(names(5), (std::vector<std::string>{"drop_extension:.citext/", "drop_extension:.hstore/"}));
+  EXPECT_TRUE(f.statements[6].yields.empty());
+  // Objects no quarantined table can hold on to once detached are no yield.
+  EXPECT_FALSE(classify_uncached("DROP TYPE mood; DROP FUNCTION f(); DROP TABLE t; DROP OWNED BY r").yields());
+}
+
 TEST(Facts, FingerprintIgnoresLiteralsAndSpacing) {
   Facts a = classify_uncached("TRUNCATE t; SELECT 1");
   Facts b = classify_uncached("truncate   t;  select 2");
