@@ -72,6 +72,9 @@ def test(w):
             w.exec('GRANT CREATE ON SCHEMA public TO "{0}"; GRANT USAGE ON SCHEMA truth TO "{0}"; '
                    'GRANT INSERT ON truth.drops TO "{0}"'.format(roles[kind][side]), db=db)
     w.start()
+    if w.capture_role:
+        # The purge is the capture role's DROP: the test's event trigger records it as that role.
+        w.exec('GRANT USAGE ON SCHEMA truth TO "{0}"; GRANT INSERT ON truth.drops TO "{0}"'.format(w.capture_role))
 
     def as_role(kind, script):
         """SCRIPT as the role KIND of each side (direct, via): psql's transcripts, role names made equal."""
