@@ -41,6 +41,21 @@ default: {action: snapshot}
   EXPECT_EQ(c->decide("db", "public", "t", kDropTable, {"alice", "x", "10.0.0.1"}).on_failure, OnFailure::closed);
 }
 
+// Where a later DROP ROLE & co. is held for the quarantine (issue 22): wherever a quarantine rule
+// could have put a table in quarantine, whoever it names; nowhere else.
+TEST(DecideWho, QuarantinesInNamesTheDatabasesAQuarantineRuleCovers) {
+  auto c = load_ok(R"(
+rules:
+  - {database: "prod*", user: etl, action: quarantine}
+  - {database: dev, action: skip}
+)");
+  EXPECT_TRUE(c->quarantines_in("prod"));
+  EXPECT_TRUE(c->quarantines_in("prod_eu"));
+  EXPECT_FALSE(c->quarantines_in("dev"));
+  EXPECT_FALSE(c->quarantines_in("staging"));
+  EXPECT_FALSE(load_ok("rules:\n  - {action: snapshot}\n")->quarantines_in("prod"));
+}
+
 TEST(DecideWho, ConditionsOfOneRuleAllHold) {
   auto c = load_ok(R"(
 rules:
