@@ -81,12 +81,11 @@ struct YieldSpec {
   std::string name;
   std::string schema;   // operator class / family: as qualified, else empty (the search_path's)
   std::string method;   // operator class / family: USING
-  std::string label;    // the statement's kind as the metric and the ledger name it: "drop_role", …
 };
 
 // A quarantined table a yield purged.
 struct YieldedTable {
-  std::string label;             // YieldSpec::label of the statement it yielded to
+  YieldKind to = YieldKind::role;  // what the statement it yielded to drops
   std::string schema, table;     // what it was called before its DROP
   std::string quarantine_table;  // in the yield's quarantine schema
   uint32_t oid = 0;

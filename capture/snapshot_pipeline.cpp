@@ -290,10 +290,10 @@ void SnapshotPipeline::yield(const JobPtr& job) {
   ++counters_.catalog;
   run(job, BatchQuery{"predrop_quarantine_yield_v1", quarantine_yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
     if (!r.ok()) {
-      if (retry_if_closed(job, capture_pool_, job->req.ctx.database, [this, job] { prepare(job); })) {
-        job->yield_done = false;
-        return;
-      }
+      // On a fresh connection the yield runs again (the connection may be handed over at once).
+      job->yield_done = false;
+      if (retry_if_closed(job, capture_pool_, job->req.ctx.database, [this, job] { prepare(job); })) return;
+      job->yield_done = true;
       job->yield_error = "finding the quarantined tables it would meet: " + r.error;
       spdlog::warn("predrop quarantine yield in database {}: {}", job->req.ctx.database, job->yield_error);
       return prepare(job);
@@ -306,7 +306,7 @@ void SnapshotPipeline::yield(const JobPtr& job) {
       const size_t n = static_cast<size_t>(std::stoul(r.text(i, 0)));
       if (n == 0 || n > job->req.yields.size()) continue;
       YieldedTable t;
-      t.label = job->req.yields[n - 1].label;
+      t.to = job->req.yields[n - 1].kind;
       t.quarantine_table = r.text(i, 2);
       t.oid = static_cast<uint32_t>(std::stoul(r.text(i, 1)));
       std::string detail = r.text(i, 3);

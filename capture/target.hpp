@@ -3,6 +3,7 @@
 // these are written to the store or handed to the catalog statement, through to_string.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -72,6 +73,20 @@ constexpr std::string_view to_string(YieldKind k) {
   }
   return "role";
 }
+
+// The statement's kind as metrics name it: "drop_role", "drop_access_method", …
+constexpr std::string_view yield_statement_label(YieldKind k) {
+  switch (k) {
+    case YieldKind::role: return "drop_role";
+    case YieldKind::tablespace: return "drop_tablespace";
+    case YieldKind::access_method: return "drop_access_method";
+    case YieldKind::operator_class: return "drop_operator_class";
+    case YieldKind::operator_family: return "drop_operator_family";
+    case YieldKind::extension: return "drop_extension";
+  }
+  return "drop_role";
+}
+inline constexpr size_t kYieldKindCount = 6;
 
 // A relation named by schema and name (the others name a schema, roles or an OID).
 constexpr bool names_relation(TargetKind k) { return k == TargetKind::relation || k == TargetKind::after_by_name; }

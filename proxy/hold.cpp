@@ -125,12 +125,11 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
     }
     if (!st.yields.empty() && cfg.quarantines_in(db)) {
       for (const auto& y : st.yields) {
-        capture::YieldSpec spec{yield_kind_of(y.kind), y.name, y.schema, y.method, std::string(parser::to_string(y.kind))};
-        req.yields.push_back(std::move(spec));
+        req.yields.push_back(capture::YieldSpec{yield_kind_of(y.kind), y.name, y.schema, y.method});
       }
       req.yield_schema = cfg.quarantine_schema;
       if (req.search_path.empty()) req.search_path = path.effective(in.user);
-      if (req.ctx.statement_kind.empty()) req.ctx.statement_kind = req.yields.front().label;
+      if (req.ctx.statement_kind.empty()) req.ctx.statement_kind = capture::yield_statement_label(req.yields.front().kind);
     }
     if (quarantines) {
       // Only a statement a quarantine covers asks (the registry takes a process-wide lock).
@@ -248,9 +247,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   }
   if (result.tables.empty() && !tables_.empty()) metrics().count_snapshot(result.outcome);
   for (const auto& y : result.yielded) {
-    for (size_t k = 0; k < metrics().quarantine_yielded.size(); ++k)
-      if (parser::to_string(static_cast<parser::YieldTarget::Kind>(k)) == y.label)
-        metrics().quarantine_yielded[k].fetch_add(1, std::memory_order_relaxed);
+    metrics().quarantine_yielded[static_cast<size_t>(y.to)].fetch_add(1, std::memory_order_relaxed);
     spdlog::info("session {}: quarantined {}.{} purged so that {} answers as direct", session_.client_addr_, y.schema,
                  y.table, context_->statement);
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "capture/outcome.hpp"
+#include "capture/target.hpp"
 
 namespace predrop::proxy {
 
@@ -61,8 +62,8 @@ struct Metrics {
   std::atomic<uint64_t> quarantine_substitutions{0};
   std::atomic<uint64_t> quarantine_fallbacks{0};
   // Quarantined tables purged so that a later statement answers as direct, by that statement's kind
-  // (parser::YieldTarget::Kind order), and yields whose purge failed (the statement went on).
-  std::array<std::atomic<uint64_t>, 6> quarantine_yielded{};
+  // (capture::YieldKind order), and yields whose purge failed (the statement went on).
+  std::array<std::atomic<uint64_t>, capture::kYieldKindCount> quarantine_yielded{};
   std::atomic<uint64_t> quarantine_yield_failures{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};

@@ -77,7 +77,17 @@ eval "$("$root/tests/support/start-predrop.sh" "$work" --config "$work/quarantin
 pid=$PREDROP_PID
 run_suite quarantine "$PREDROP_PORT"
 
-differ=0 by_error=0
+# The tests whose output may differ, each with why: they list the catalog, the statistics or an
+# event trigger's view, where a table kept in quarantine is still seen (README, Quarantine).
+declare -A expected=(
+  [event_trigger]="the sql_drop trigger's listing: a quarantined DROP drops no table"
+  [generated]="a catalog listing of generated columns' dependencies still sees the kept table"
+  [oidjoins]="a kept table's dropped column keeps the OID of a collation dropped since (the server's own catalog)"
+  [stats]="pg_stat counters of a table kept rather than dropped"
+  [stats_ext]="an extended statistics object lives on with its table"
+  [type_sanity]="lists every relation, the kept ones included"
+)
+differ=0 by_error=0 unexpected=0
 echo "regress: tests whose output differs from direct (quarantine rule on every schema):"
 for f in "$work/direct/results/"*.out; do
   t=$(basename "$f" .out)
@@ -85,17 +95,25 @@ for f in "$work/direct/results/"*.out; do
   d=$(diff <(sed "s|$work/direct|OUT|g" "$f") <(sed "s|$work/quarantine|OUT|g" "$v" 2>/dev/null) || true)
   [ -n "$d" ] || continue
   differ=$((differ + 1))
-  # An error direct never raised whose DETAIL names a kept table; anything else sees the kept
+  # An error direct never raised (its DETAIL may name a kept table); anything else sees the kept
   # table in a catalog listing, an event trigger or the statistics, or is a plan's noise.
-  named=$(grep -cE '^> *DETAIL: .*predrop_quarantine' <<<"$d" || true)
+  added=$(grep -cE '^> .*(ERROR|DETAIL: .*predrop_quarantine)' <<<"$d" || true)
   kind="listing, statistics or plan"
-  if [ "$named" -gt 0 ]; then kind="an error naming the quarantine"; by_error=$((by_error + 1)); fi
+  if [ "$added" -gt 0 ]; then kind="an error direct does not raise"; by_error=$((by_error + 1)); fi
+  if [ -n "${expected[$t]:-}" ] && [ "$added" -eq 0 ]; then kind="$kind (expected: ${expected[$t]})"
+  else unexpected=$((unexpected + 1)); kind="$kind, NOT EXPECTED"; fi
   echo "  $t: $kind"
-  grep '^[<>]' <<<"$d" | head -n 4 | cut -c1-160 | sed 's/^/      /'
+  # awk reads the whole diff: head would close the pipe early, and pipefail would end the script.
+  awk '/^[<>]/ && n++ < 4 { print "      " substr($0, 1, 160) }' <<<"$d"
 done
-echo "regress: $differ tests differ from direct, $by_error of them by an error naming the quarantine"
+echo "regress: $differ tests differ from direct, $by_error of them by an error direct does not raise, $unexpected not expected"
 if [ -n "${BENCH_WORK:-}" ]; then
   printf 'regress\tdiffering_tests\t%s\nregress\tdiffering_by_quarantine_error\t%s\n' "$differ" "$by_error" \
     >"$BENCH_WORK/regress-results.tsv"
 fi
 [ -n "${REGRESS_KEEP:-}" ] || rm -rf "$work"
+# REGRESS_CHECK=1 (make test): a difference not in the list, or any error direct does not raise, fails.
+if [ -n "${REGRESS_CHECK:-}" ] && [ "$unexpected" -gt 0 ]; then
+  echo "regress: FAIL: $unexpected test(s) differ from direct in a way the list does not expect" >&2
+  exit 1
+fi
