@@ -171,7 +171,7 @@ TEST_P(CorpusTest, Facts) {
   }
 
   EXPECT_EQ(!facts.fingerprint.empty(),
-            facts.destroys() || facts.unresolved() || facts.unparsed() || facts.changes_shape());
+            facts.destroys() || facts.unresolved() || facts.unparsed() || facts.changes_shape() || facts.yields());
   if (!c.shape_changes) {
     EXPECT_FALSE(facts.changes_shape());
     // Shape mode adds shape facts (changes, an ADD COLUMN action, 2PC gids) and takes none away.

@@ -58,6 +58,10 @@ inline std::vector<std::string> render_facts(const Facts& f) {
     const Statement& s = f.statements[i];
     const std::string n = std::to_string(i) + " ";
     for (const Target& t : s.targets) lines.push_back(n + render_target(t));
+    for (const YieldTarget& y : s.yields)
+      lines.push_back(n + "yield " + std::string(to_string(y.kind)) + " " +
+                      (y.schema.empty() ? std::string() : quote_if_needed(y.schema) + ".") + quote_if_needed(y.name) +
+                      (y.method.empty() ? std::string() : " using " + quote_if_needed(y.method)));
     for (const ShapeChange& c : s.changes)
       lines.push_back(n + "change " + (c.kind == ShapeChange::Kind::create ? "create " : "alter ") +
                       render_relation(c.relation));
