@@ -301,8 +301,7 @@ void SnapshotPipeline::yield(const JobPtr& job) {
     std::vector<YieldedTable> found;
     std::string drop;
     for (int i = 0; i < r.rows(); ++i) {
-      // Only what a quarantine put there (its comment says so); anything else in the schema is not ours.
-      if (r.is_null(i, 3) || r.text(i, 3).find("\"predrop_quarantine\"") == std::string::npos) continue;
+      if (r.is_null(i, 3)) continue;
       const size_t n = static_cast<size_t>(std::stoul(r.text(i, 0)));
       if (n == 0 || n > job->req.yields.size()) continue;
       YieldedTable t;
@@ -310,6 +309,7 @@ void SnapshotPipeline::yield(const JobPtr& job) {
       t.quarantine_table = r.text(i, 2);
       t.oid = static_cast<uint32_t>(std::stoul(r.text(i, 1)));
       std::string detail = r.text(i, 3);
+      // Only what a quarantine put there (its comment says so); anything else in the schema is not ours.
       const auto d = nlohmann::json::parse(detail, nullptr, false);
       if (!d.is_object() || !d.contains("predrop_quarantine")) continue;
       t.schema = d.value("schema", "");
