@@ -44,7 +44,6 @@ struct SnapshotJob {
   double capture_ms = 0;
   bool yield_done = false;            // its yields' purge ran (or was given up)
   std::vector<YieldedTable> yielded;
-  std::vector<std::string> yielded_details;  // each one's comment, for its store row
   std::string yield_error;
 };
 
@@ -231,6 +230,19 @@ void SnapshotPipeline::let_riders_go(const JobPtr& leader) {
   }
 }
 
+// Capture connections are read-only by default: `body` runs its statements between the two SETs
+// and calls `done` once finished, whatever they answered; `next` runs on the read-only connection.
+void SnapshotPipeline::writable(const JobPtr& job, std::function<void(std::function<void()> done)> body,
+                                std::function<void()> next) {
+  run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", {}},
+      [this, job, body = std::move(body), next = std::move(next)](PgResult) mutable {
+        body([this, job, next = std::move(next)]() mutable {
+          run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", {}},
+              [next = std::move(next)](PgResult) { next(); });
+        });
+      });
+}
+
 void SnapshotPipeline::prepare(const JobPtr& job) {
   if (!job->req.yields.empty() && !job->yield_done) return yield(job);
   if (job->req.targets.empty()) {  // a yield alone: nothing to capture
@@ -241,33 +253,26 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
   if (job->req.prepare_sql.empty()) return read_catalog(job);
   std::string key = job->req.ctx.database + '\n' + job->req.prepare_sql;
   if (prepared_.count(key)) return read_catalog(job);
-  // Capture connections are read-only by default: this one statement writes, between the two SETs.
-  auto back_to_read_only = [this, job](PgResult) {
-    run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", {}},
-        [this, job](PgResult) { read_catalog(job); });
-  };
-  run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", {}},
-      [this, job, key, back_to_read_only](PgResult) {
-        run(job, BatchQuery{nullptr, job->req.prepare_sql, {}}, [this, job, key, back_to_read_only](PgResult r) {
-          // A failure is logged, not the capture's: the snapshot goes on, and the quarantine that
-          // needed the preparation falls back to the real statement by itself.
-          if (!r.ok()) {
-            spdlog::warn("predrop quarantine schema in database {}: {}", job->req.ctx.database, r.error);
-            return back_to_read_only(std::move(r));
-          }
-          prepared_.insert(key);
-          // Whether the later DROPs of this database may call the move's function.
-          run(job, BatchQuery{nullptr, capture::quarantine_move_function_check_sql(), {}},
-              [job, back_to_read_only](PgResult check) {
-                const bool usable = check.ok() && check.rows() == 1 && check.text(0, 0) == "t";
-                capture::note_move_function(job->req.ctx.database, usable);
-                if (!usable)
-                  spdlog::info("predrop quarantine in database {}: the move runs inline (its function {})",
-                               job->req.ctx.database, check.ok() ? "is not installed for every role" : check.error);
-                back_to_read_only(std::move(check));
-              });
-        });
+  writable(job, [this, job, key](std::function<void()> done) {
+    run(job, BatchQuery{nullptr, job->req.prepare_sql, {}}, [this, job, key, done](PgResult r) {
+      // A failure is logged, not the capture's: the snapshot goes on, and the quarantine that
+      // needed the preparation falls back to the real statement by itself.
+      if (!r.ok()) {
+        spdlog::warn("predrop quarantine schema in database {}: {}", job->req.ctx.database, r.error);
+        return done();
+      }
+      prepared_.insert(key);
+      // Whether the later DROPs of this database may call the move's function.
+      run(job, BatchQuery{nullptr, capture::quarantine_move_function_check_sql(), {}}, [job, done](PgResult check) {
+        const bool usable = check.ok() && check.rows() == 1 && check.text(0, 0) == "t";
+        capture::note_move_function(job->req.ctx.database, usable);
+        if (!usable)
+          spdlog::info("predrop quarantine in database {}: the move runs inline (its function {})",
+                       job->req.ctx.database, check.ok() ? "is not installed for every role" : check.error);
+        done();
       });
+    });
+  }, [this, job] { read_catalog(job); });
 }
 
 // The quarantined tables that use what the statement drops are purged before it runs (issue 22): one
@@ -298,62 +303,50 @@ void SnapshotPipeline::yield(const JobPtr& job) {
       spdlog::warn("predrop quarantine yield in database {}: {}", job->req.ctx.database, job->yield_error);
       return prepare(job);
     }
-    std::vector<YieldedTable> found;
+    std::vector<PurgedTable> found;
     std::string drop;
     for (int i = 0; i < r.rows(); ++i) {
       if (r.is_null(i, 3)) continue;
       const size_t n = static_cast<size_t>(std::stoul(r.text(i, 0)));
       if (n == 0 || n > job->req.yields.size()) continue;
-      YieldedTable t;
-      t.to = job->req.yields[n - 1].kind;
-      t.quarantine_table = r.text(i, 2);
-      t.oid = static_cast<uint32_t>(std::stoul(r.text(i, 1)));
-      std::string detail = r.text(i, 3);
       // Only what a quarantine put there (its comment says so); anything else in the schema is not ours.
+      std::string detail = r.text(i, 3);
       const auto d = nlohmann::json::parse(detail, nullptr, false);
       if (!d.is_object() || !d.contains("predrop_quarantine")) continue;
-      t.schema = d.value("schema", "");
-      t.table = d.value("table", "");
+      YieldedTable t{job->req.yields[n - 1].kind, d.value("schema", ""), d.value("table", ""), r.text(i, 2),
+                     static_cast<uint32_t>(std::stoul(r.text(i, 1)))};
       drop += (drop.empty() ? "DROP TABLE " : ", ") + quote_ident_always(job->req.yield_schema) + "." +
               quote_ident_always(t.quarantine_table);
-      found.push_back(std::move(t));
-      job->yielded_details.push_back(std::move(detail));
+      found.push_back({std::move(t), std::move(detail)});
     }
     if (found.empty()) return prepare(job);
     // CASCADE: a foreign key between two tables quarantined together goes with the first (as the
     // purger does); nothing outside the quarantine depends on a quarantined table.
     drop += " CASCADE";
-    auto back_to_read_only = [this, job](PgResult) {
-      run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY", {}},
-          [this, job](PgResult) { prepare(job); });
-    };
-    run(job, BatchQuery{nullptr, "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", {}},
-        [this, job, drop, found = std::move(found), back_to_read_only](PgResult) mutable {
-          run(job, BatchQuery{nullptr, drop, {}}, [this, job, found = std::move(found), back_to_read_only](PgResult d) mutable {
-            if (!d.ok()) {
-              job->yield_error = "purging the quarantined tables it would meet: " + d.error;
-              job->yielded_details.clear();
-              spdlog::warn("predrop quarantine yield in database {}: {}", job->req.ctx.database, job->yield_error);
-            } else {
-              job->yielded = std::move(found);
-              record_yielded(job);
-            }
-            back_to_read_only(std::move(d));
-          });
-        });
+    writable(job, [this, job, drop, found = std::move(found)](std::function<void()> done) mutable {
+      run(job, BatchQuery{nullptr, drop, {}}, [this, job, found = std::move(found), done](PgResult d) mutable {
+        if (d.ok()) {
+          record_yielded(job, found);
+          for (auto& p : found) job->yielded.push_back(std::move(p.table));
+        } else {
+          job->yield_error = "purging the quarantined tables it would meet: " + d.error;
+          spdlog::warn("predrop quarantine yield in database {}: {}", job->req.ctx.database, job->yield_error);
+        }
+        done();
+      });
+    }, [this, job] { prepare(job); });
   });
 }
 
 // Each purged table: a ledger row saying to what it yielded, and its store row marked purged.
-void SnapshotPipeline::record_yielded(const JobPtr& job) {
+void SnapshotPipeline::record_yielded(const JobPtr& job, const std::vector<PurgedTable>& purged) {
+  const std::string reason = "yielded to " + job->req.ctx.statement;
   std::vector<WriteRow> rows;
-  for (size_t i = 0; i < job->yielded.size(); ++i) {
-    const YieldedTable& t = job->yielded[i];
-    const std::string reason = "yielded to " + job->req.ctx.statement;
-    WriteRow row{"", new_uuid(), t.schema, t.table, t.oid, SnapshotOutcome::yielded,
-                 reason + " (purged " + job->req.yield_schema + "." + t.quarantine_table + ")", nullptr, {}};
-    rows.push_back(std::move(row));
-    Params params{job->req.ctx.database, job->yielded_details[i], job->req.yield_schema, t.quarantine_table,
+  for (const PurgedTable& p : purged) {
+    const YieldedTable& t = p.table;
+    rows.push_back(WriteRow{"", new_uuid(), t.schema, t.table, t.oid, SnapshotOutcome::yielded,
+                            reason + " (purged " + job->req.yield_schema + "." + t.quarantine_table + ")", nullptr, {}});
+    Params params{job->req.ctx.database, p.detail, job->req.yield_schema, t.quarantine_table,
                   std::nullopt, std::nullopt, std::nullopt, std::string("0"), job->req.ctx.application_name,
                   job->req.ctx.client_addr, reason};
     ledger_.exec([params = std::move(params)](const StoreSql&) {

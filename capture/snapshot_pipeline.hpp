@@ -43,9 +43,15 @@ class SnapshotPipeline {
   void release(const JobPtr& job, bool reusable = true);
   bool retry_if_closed(const JobPtr& job, ConnPool& pool, const std::string& key, std::function<void()> next);
   void run(const JobPtr& job, const BatchQuery& q, std::function<void(PgResult)> next);
+  void writable(const JobPtr& job, std::function<void(std::function<void()> done)> body, std::function<void()> next);
   void prepare(const JobPtr& job);
   void yield(const JobPtr& job);
-  void record_yielded(const JobPtr& job);
+  // A table the yield found, with its comment (the quarantine's JSON) for its store row.
+  struct PurgedTable {
+    YieldedTable table;
+    std::string detail;
+  };
+  void record_yielded(const JobPtr& job, const std::vector<PurgedTable>& purged);
   void read_catalog(const JobPtr& job);
   void enrich(const JobPtr& job, int which);
   void build_rows(const JobPtr& job, std::optional<SnapshotOutcome> failure, const std::string& error);

@@ -74,19 +74,7 @@ constexpr std::string_view to_string(YieldKind k) {
   return "role";
 }
 
-// The statement's kind as metrics name it: "drop_role", "drop_access_method", …
-constexpr std::string_view yield_statement_label(YieldKind k) {
-  switch (k) {
-    case YieldKind::role: return "drop_role";
-    case YieldKind::tablespace: return "drop_tablespace";
-    case YieldKind::access_method: return "drop_access_method";
-    case YieldKind::operator_class: return "drop_operator_class";
-    case YieldKind::operator_family: return "drop_operator_family";
-    case YieldKind::extension: return "drop_extension";
-  }
-  return "drop_role";
-}
-inline constexpr size_t kYieldKindCount = 6;
+inline constexpr size_t kYieldKindCount = static_cast<size_t>(YieldKind::extension) + 1;
 
 // A relation named by schema and name (the others name a schema, roles or an OID).
 constexpr bool names_relation(TargetKind k) { return k == TargetKind::relation || k == TargetKind::after_by_name; }

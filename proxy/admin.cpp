@@ -171,7 +171,7 @@ std::string render_metrics(ProxyContext& ctx) {
          "Quarantined tables purged for good so that a later statement answers as direct, by that statement.");
   for (size_t k = 0; k < m.quarantine_yielded.size(); ++k)
     sample(out, "predrop_quarantine_yielded_total",
-           std::string("to=\"") + std::string(capture::yield_statement_label(static_cast<capture::YieldKind>(k))) + "\"",
+           "to=\"drop_" + std::string(capture::to_string(static_cast<capture::YieldKind>(k))) + "\"",
            m.quarantine_yielded[k].load());
   counter(out, "predrop_quarantine_yield_failures_total",
           "Later statements whose quarantined tables could not be found or purged (the statement went on as sent).",

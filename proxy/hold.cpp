@@ -129,7 +129,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
       }
       req.yield_schema = cfg.quarantine_schema;
       if (req.search_path.empty()) req.search_path = path.effective(in.user);
-      if (req.ctx.statement_kind.empty()) req.ctx.statement_kind = capture::yield_statement_label(req.yields.front().kind);
+      if (req.ctx.statement_kind.empty()) req.ctx.statement_kind = parser::to_string(st.yields.front().kind);
     }
     if (quarantines) {
       // Only a statement a quarantine covers asks (the registry takes a process-wide lock).
@@ -368,7 +368,7 @@ void Session::send_in_place_of_held(const std::string& sql) {
 
 capture::StatementContext Session::statement_context(const parser::Facts& facts) const {
   capture::StatementContext c;
-  c.database = params_.get("database").empty() ? params_.get("user") : params_.get("database");
+  c.database = database();
   c.session_user = params_.get("user");
   c.application_name = params_.get("application_name");
   c.client_addr = client_addr_;
@@ -417,7 +417,7 @@ bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
   // put tables in quarantine: elsewhere it is relayed untouched.
   if (!facts->yields() || !ctx_.capture) return false;
   auto cfg = ctx_.config();
-  return cfg->snapshots_enabled && cfg->quarantines_in(params_.get("database").empty() ? params_.get("user") : params_.get("database"));
+  return cfg->snapshots_enabled && cfg->quarantines_in(database());
 }
 
 void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total) {
@@ -477,7 +477,11 @@ void Session::note_substitute_fallback(const std::string& why) {
 
 std::string Session::outcome_database() const {
   const capture::StatementContext* held = hold_.context();
-  return held && !held->database.empty() ? held->database : params_.get("database");
+  return held && !held->database.empty() ? held->database : database();
+}
+
+std::string Session::database() const {
+  return params_.get("database").empty() ? params_.get("user") : params_.get("database");
 }
 
 void Session::confirm_outcomes() {

@@ -37,7 +37,7 @@ void Session::start_relay() {
   client_.socket().non_blocking(true, ec);
   upstream_->socket().non_blocking(true, ec);
   spdlog::info("session start client={} user={} database={} application_name={} tls={}", client_addr_, params_.get("user"),
-               params_.get("database").empty() ? params_.get("user") : params_.get("database"),
+               database(),
                params_.get("application_name"), client_.is_tls() ? "on" : "off");
   front_.watched = ReadinessWatch::kAvailable && !client_.is_tls();
   back_.watched = ReadinessWatch::kAvailable && !upstream_->is_tls();
@@ -623,7 +623,7 @@ void Session::close(std::string_view why) {
   if (relaying_) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count();
     spdlog::info("session end client={} user={} database={} application_name={} duration_ms={} bytes_in={} bytes_out={} reason=\"{}\"",
-                 client_addr_, params_.get("user"), params_.get("database").empty() ? params_.get("user") : params_.get("database"),
+                 client_addr_, params_.get("user"), database(),
                  params_.get("application_name"), ms, front_.bytes, back_.bytes, why);
   }
 }

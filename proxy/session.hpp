@@ -158,6 +158,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void send_in_place_of_held(const std::string& sql);
   void confirm_outcomes();
   std::string outcome_database() const;   // where this session's holds captured
+  // The database the server connects the session to: the startup packet's, else the user's name.
+  std::string database() const;
   // The substitute of a quarantined statement ran it for real: why, for the log and the ledger.
   void note_substitute_fallback(const std::string& why);
   // after.cpp

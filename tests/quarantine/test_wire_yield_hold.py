@@ -12,8 +12,9 @@ through predrop:
 - the ledger has a `yielded` row for it naming the statement, and predrop.quarantine says purged;
 - predrop_quarantine_yielded_total counts it under the statement's kind;
 - `predrop undrop` of it says it was purged, and to what it yielded.
-A DROP ROLE that fails direct too (the role still owns a live table) fails the same way, and a
-later statement with nothing quarantined in its way is only relayed. One case runs again through
+A DROP ROLE that fails direct too (the role still owns a live table) fails the same way, a DROP of
+something that does not exist gets the server's own error or notice, and a later statement with
+nothing quarantined in its way is only relayed. One case runs again through
 psycopg2, each statement's status, notices or error fields compared.
 """
 import subprocess
@@ -155,13 +156,19 @@ def test(w):
     form("DROP ROLE of a role that still owns a live table", REVOKE + 'DROP ROLE :"role";\n', kind="stays")
     w.check(w.exists("public.s_live"), "the live table is still there")
 
-    # 5. Nothing quarantined in its way: only relayed.
+    # 5. Bad input: what does not exist gets the server's own error or notice, held or not.
+    form("DROP of objects that do not exist",
+         "DROP ROLE no_such_role_y;\nDROP ROLE IF EXISTS no_such_role_y;\n"
+         "DROP OPERATOR CLASS no_such_ops USING btree;\nDROP OPERATOR FAMILY IF EXISTS no_such_ops USING nosuch_am;\n"
+         "DROP ACCESS METHOD no_such_am;\nDROP TABLESPACE no_such_ts;\nDROP EXTENSION no_such_ext;\n")
+
+    # 6. Nothing quarantined in its way: only relayed.
     keep = w.oid("public.t_keep")
     n = w.quarantine_count()
     form("DROP ROLE with nothing in quarantine in its way", "CREATE ROLE nobody_y;\nDROP ROLE nobody_y;\n")
     w.check(w.quarantine_count() == n and w.oid("public.t_keep") == keep, "the quarantine is as it was")
 
-    # 6. Through psycopg2: the owner drops its table, postgres drops the owner.
+    # 7. Through psycopg2: the owner drops its table, postgres drops the owner.
     seen = []
     for side, host, port, db in w.sides():
         role = roles["drv"][side]
