@@ -19,6 +19,7 @@
 #include "capture/capture.hpp"
 #include "parser/parser.hpp"
 #include "proxy/console.hpp"
+#include "proxy/hold.hpp"
 #include "policy/policy.hpp"
 
 namespace predrop::proxy {
@@ -127,6 +128,7 @@ struct ProxyContext {
   std::shared_ptr<const policy::Config> config_;
   parser::Classifier classifier{8192};
   std::unique_ptr<capture::CaptureService> capture;
+  std::unique_ptr<HoldCapture> hold_capture;   // the capture as holds use it; null without one
   std::unique_ptr<boost::asio::ssl::context> client_tls;    // null: SSLRequest answered 'N'
   std::unique_ptr<boost::asio::ssl::context> upstream_tls;  // null: sslmode=disable
   SessionRegistry registry;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "proxy/stand_in.hpp"
 #include "proxy/wire.hpp"
 
 namespace predrop::proxy {
@@ -327,7 +328,7 @@ void Decoder::on_frontend_streamed(char type, uint64_t total, bool over_inspect_
 }
 
 // The statement at the back of the owed queue goes as Parse + Bind + Execute of the unnamed
-// statement and portal (hold.cpp, send_in_place_of_held): their ParseComplete and BindComplete are
+// statement and portal (proxy/stand_in.cpp): their ParseComplete and BindComplete are
 // predrop's, swallowed, and `execute` answers in the client's Execute's place.
 void Decoder::inject_unnamed_before(OwedReply execute) {
   using K = OwedReply::Kind;
@@ -340,6 +341,13 @@ void Decoder::inject_unnamed_before(OwedReply execute) {
   owed_.push_back(std::move(execute));
   statements_.erase(std::string());
   portals_.erase(std::string());
+}
+
+void Decoder::stand_in_for_last(const StandIn& stand_in) {
+  switch (stand_in.kind) {
+    case StandIn::Kind::refusal: return replace_last_with_refusal();
+    case StandIn::Kind::substitute: return substitute_last(stand_in.substitutes);
+  }
 }
 
 void Decoder::replace_last_with_refusal() {

@@ -23,6 +23,8 @@
 
 namespace predrop::proxy {
 
+struct StandIn;
+
 // How much of a message the decoder must see before the relay may pass it on.
 enum class Need : uint8_t {
   header,     // the 5-byte header: the body streams through unexamined (DataRow, CopyData, …)
@@ -227,15 +229,12 @@ class Decoder {
   BackendEvent on_backend(std::string_view msg);
   void on_backend_streamed(char type, uint64_t total);
 
-  // The statement at the back of the owed queue (the one just judged) will not reach the server:
-  // predrop sends a stand-in that raises instead. Simple protocol: a Query in its place. Extended:
-  // Parse + Bind + Execute of the unnamed statement, whose ParseComplete and BindComplete are swallowed.
-  void replace_last_with_refusal();
-  // The statement at the back of the owed queue reaches the server as its substitutes. Simple
-  // protocol: the Query keeps its entry (the new text has as many statements). Extended: predrop
-  // sends Parse + Bind + Execute of the unnamed statement, whose ParseComplete and BindComplete are
-  // swallowed, in place of the client's Execute.
-  void substitute_last(std::shared_ptr<const Substitutes> substitutes);
+  // The statement at the back of the owed queue (the one just judged) does not reach the server:
+  // `stand_in` (proxy/stand_in.hpp) goes in its place, and what the client is owed follows it. A
+  // refusal answers in the statement's place; a substitute's replies are made the client's (a Query
+  // keeps its entry, the new text having as many statements). In the extended protocol the stand-in's
+  // own ParseComplete and BindComplete are swallowed.
+  void stand_in_for_last(const StandIn& stand_in);
   // The session's search_path as the server will have it once every owed reply has arrived
   // without error: what a statement judged now runs under.
   parser::SearchPathTracker search_path_ahead() const;
@@ -281,6 +280,8 @@ class Decoder {
   void end_shape_transaction(bool committed);
   // The substitute now running at the head of the owed queue (null: none); `owner` keeps it alive.
   void inject_unnamed_before(OwedReply execute);
+  void replace_last_with_refusal();
+  void substitute_last(std::shared_ptr<const Substitutes> substitutes);
   const Substitute* running_substitute(std::shared_ptr<const Substitutes>& owner) const;
 
   parser::Classifier& classifier_;

@@ -1,15 +1,20 @@
 // The hold: a destructive statement waits, whole in the client's buffer, until every target's
 // snapshot is written, the capture fails, hold_timeout_ms passes, the client cancels it or leaves.
-// One hold at a time per session; it owns its timer and its policy snapshot. Its ending runs in
-// Session::end_hold (proxy/hold.cpp), which writes the stand-in bytes and moves the buffers.
+// One hold at a time per session. The hold decides everything about it: its plan, its timer, its
+// policy snapshot, every way it ends and the stand-in that goes in the statement's place
+// (proxy/stand_in.hpp), and the outcome checks it leaves for the transaction's end. The session
+// (its HoldHost) keeps the sockets: it begins a hold on a judged message and, when told how the
+// hold ended, moves the bytes.
 #pragma once
 
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capture/capture.hpp"
@@ -17,10 +22,9 @@
 #include "policy/policy.hpp"
 #include "proxy/hold_machine.hpp"
 #include "proxy/quarantine.hpp"
+#include "proxy/stand_in.hpp"
 
 namespace predrop::proxy {
-
-class Session;
 
 // What a hold needs to know about the statement and the session it runs in.
 struct HoldInput {
@@ -32,6 +36,7 @@ struct HoldInput {
   char transaction_status = 'I';
   std::string user;
   uint64_t session = 0;
+  bool tracks_shape_changes = false;   // the decoder wants the captured tables (HoldEnd::captured)
 };
 
 // One capture target with the policy decision that covers it.
@@ -52,41 +57,96 @@ policy::Who who_of(const capture::StatementContext& context);
 // Which targets to capture and whether a failure refuses the statement: policy applied to facts.
 HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in);
 
+// The capture as a hold uses it: the capture service in serve (CaptureForHold, proxy/hold.cpp), an
+// in-memory one in tests/fuzz/fuzz_hold.cpp.
+class HoldCapture {
+ public:
+  virtual ~HoldCapture() = default;
+  // `done` may run on any thread.
+  virtual void snapshot(capture::SnapshotRequest request, std::function<void(capture::SnapshotResult)> done) = 0;
+  virtual void record_event(capture::EventRecord event) = 0;
+  virtual void mark_hold(const std::vector<capture::TableResult>& tables, double hold_ms) = 0;
+};
+
+// The capture service behind the HoldCapture seam.
+class CaptureForHold final : public HoldCapture {
+ public:
+  explicit CaptureForHold(capture::CaptureService& service) : service_(service) {}
+  void snapshot(capture::SnapshotRequest request, std::function<void(capture::SnapshotResult)> done) override;
+  void record_event(capture::EventRecord event) override;
+  void mark_hold(const std::vector<capture::TableResult>& tables, double hold_ms) override;
+
+ private:
+  capture::CaptureService& service_;
+};
+
+// How a hold ended, for its host to apply to the held message (whole in the client's buffer).
+struct HoldEnd {
+  HoldEnding ending = HoldEnding::released;
+  // Empty: the held message goes as it is (released, failed_open) or is dropped with the session
+  // (client_left). Else the message is dropped and the stand-in's bytes go in its place.
+  std::optional<StandIn> stand_in;
+  // The tables the capture kept, for the decoder's after tracking (HoldInput::tracks_shape_changes).
+  std::vector<HeldTable> captured;
+};
+
+// What a hold needs of the session it holds for: where its callbacks run, whether the session still
+// lives when they do, and someone to move the bytes once it has ended.
+class HoldHost {
+ public:
+  virtual boost::asio::any_io_executor hold_executor() = 0;
+  virtual std::weak_ptr<void> hold_lifetime() = 0;
+  // Called once per hold, never from inside Hold::begin.
+  virtual void hold_ended(HoldEnd end) = 0;
+
+ protected:
+  ~HoldHost() = default;
+};
+
 class Hold {
  public:
-  explicit Hold(Session& session) : session_(session) {}
+  explicit Hold(HoldHost& host) : host_(host) {}
   Hold(const Hold&) = delete;
   Hold& operator=(const Hold&) = delete;
 
   bool active() const { return machine_.active(); }
-  char type() const { return type_; }
   uint64_t held_bytes() const { return held_bytes_; }
-  const capture::StatementContext* context() const { return context_.get(); }
+  const capture::StatementContext* context() const { return context_.get(); }   // the last hold's
   std::chrono::steady_clock::time_point started() const { return started_; }
   uint64_t count() const { return count_; }                 // holds this session began
   const std::string& tables() const { return tables_; }     // the last hold's targets, for the console
-  // What reaches the server in place of the held message once it is released: the client's text with
-  // its quarantined statements substituted (proxy/quarantine.hpp). Null: the message as it is.
-  const SubstitutedText* substitute() const { return substitute_.get(); }
 
-  // Starts holding the message; it ends later through Session::end_hold, never from inside begin.
-  void begin(HoldInput in);
+  // Starts holding the message under `cfg`; capture null: predrop runs without one (nothing is
+  // waited for). It ends later through HoldHost::hold_ended.
+  void begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCapture* capture);
   void cancel();        // a CancelRequest carried this session's key
   void client_gone();   // Terminate, close_notify or end of stream from the client
-  void stop();          // the session closes: timers off, no ending
+  // The session closes: no ending, no callback from now on; outcome checks never confirmed keep
+  // their hold_ms.
+  void stop();
+
+  // Outcome checks of the DROPs held so far whose fate is known only when their transaction ends
+  // (proxy/relay.cpp takes them at ReadyForQuery).
+  bool has_outcomes() const { return !outcomes_.empty(); }
+  std::vector<capture::PendingOutcome> take_outcomes() { return std::exchange(outcomes_, {}); }
 
  private:
+  void record(capture::SnapshotOutcome outcome, std::string schema = {}, std::string table = {});
   void on_capture_done(uint64_t id, capture::SnapshotResult result);
   void on_timeout(uint64_t id);
-  void end(HoldEnding ending, std::string sqlstate = {}, std::string message = {});
+  void end(HoldEnding ending, std::string sqlstate = {}, std::string message = {},
+           std::vector<HeldTable> captured = {});
 
-  Session& session_;
+  HoldHost& host_;
   HoldMachine machine_;
+  bool stopped_ = false;
   std::shared_ptr<const policy::Config> cfg_;   // the policy in force when this hold began
+  HoldCapture* capture_ = nullptr;
   char type_ = 0;
   uint64_t held_bytes_ = 0;
   uint64_t count_ = 0;
   std::string tables_;
+  bool tracks_shape_changes_ = false;
   std::chrono::steady_clock::time_point started_;
   // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
   std::unique_ptr<capture::StatementContext> context_;
@@ -94,6 +154,7 @@ class Hold {
   std::string quarantine_schema_;   // of this hold's quarantine, for its outcome check
   int64_t quarantine_retention_s_ = 0;
   std::unique_ptr<boost::asio::steady_timer> timer_;
+  std::vector<capture::PendingOutcome> outcomes_;
 };
 
 }  // namespace predrop::proxy

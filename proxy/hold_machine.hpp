@@ -1,5 +1,5 @@
-// The hold's transitions, with no timer, socket or policy: what proxy/hold.hpp drives and what
-// tests/fuzz/fuzz_hold.cpp exercises alone.
+// The hold's transitions, with no timer, socket or policy: what proxy/hold.hpp drives (and
+// tests/fuzz/fuzz_hold.cpp with it).
 #pragma once
 
 #include <cstdint>

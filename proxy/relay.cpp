@@ -529,11 +529,10 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
   if (ev.ready) {
     if (!fatal_.empty()) maybe_send_fatal();
     std::optional<std::string> prepared = decoder_->take_prepared_gid();
-    if (ev.status == 'I' && !pending_outcomes_.empty()) {
+    if (ev.status == 'I' && hold_.has_outcomes()) {
       // A prepared transaction's DROPs have not happened yet: their check waits for its end.
       if (prepared) {
-        ctx_.prepared_outcomes.put(outcome_database(), *prepared, std::move(pending_outcomes_));
-        pending_outcomes_.clear();
+        ctx_.prepared_outcomes.put(outcome_database(), *prepared, hold_.take_outcomes());
       } else {
         confirm_outcomes();
       }
@@ -600,17 +599,6 @@ void Session::close(std::string_view why) {
   if (closed_) return;
   closed_ = true;
   hold_.stop();
-  // Outcomes never confirmed (the session ended inside its transaction) still have their hold_ms.
-  if (ctx_.capture)
-    for (const auto& p : pending_outcomes_)
-      if (p.hold_ms) {
-        capture::TableResult t;
-        t.outcome = p.hold_ms_on_snapshot ? capture::SnapshotOutcome::written : capture::SnapshotOutcome::deduplicated;
-        t.snapshot_id = p.snapshot_id;
-        t.event_id = p.event_id;
-        ctx_.capture->mark_hold({t}, *p.hold_ms);
-      }
-  pending_outcomes_.clear();
   if (fatal_timer_) fatal_timer_->cancel();
   for (Pipe* p : {&front_, &back_})
     if (p->coalesce_timer) p->coalesce_timer->cancel();

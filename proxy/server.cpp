@@ -187,6 +187,7 @@ class Server {
         }
       }
       ctx_.capture = std::make_unique<capture::CaptureService>(cc);
+      ctx_.hold_capture = std::make_unique<CaptureForHold>(*ctx_.capture);
     } else {
       spdlog::warn("no --capture/--store given: destructive statements are relayed without snapshots");
     }

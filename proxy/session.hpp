@@ -70,7 +70,7 @@ struct SessionView {
   std::string tables;
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public std::enable_shared_from_this<Session>, private HoldHost {
  public:
   Session(ProxyContext& ctx, tcp::socket client, BufferPool& pool);
   ~Session();
@@ -85,7 +85,6 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<SessionView> view() const;
 
  private:
-  friend class Hold;
   friend class Console;
   using Clock = std::chrono::steady_clock;
 
@@ -151,11 +150,12 @@ class Session : public std::enable_shared_from_this<Session> {
   Transport& source(Pipe& p) { return p.backend ? *upstream_ : client_; }
   Transport& sink(Pipe& p) { return p.backend ? client_ : *upstream_; }
 
-  // hold.cpp
+  // session_hold.cpp
   bool should_hold(const std::shared_ptr<const parser::Facts>& facts);
   void begin_hold(char type, std::shared_ptr<const parser::Facts> facts, size_t total);
-  void end_hold(HoldEnding ending, std::string_view sqlstate, const std::string& message);
-  void send_in_place_of_held(const std::string& sql);
+  asio::any_io_executor hold_executor() override;
+  std::weak_ptr<void> hold_lifetime() override;
+  void hold_ended(HoldEnd end) override;
   void confirm_outcomes();
   std::string outcome_database() const;   // where this session's holds captured
   // The database the server connects the session to: the startup packet's, else the user's name.
@@ -201,7 +201,6 @@ class Session : public std::enable_shared_from_this<Session> {
   // The protocol state, read off the wire (made when the startup packet is read).
   std::optional<Decoder> decoder_;
   Hold hold_{*this};
-  std::vector<capture::PendingOutcome> pending_outcomes_;
 };
 
 }  // namespace predrop::proxy

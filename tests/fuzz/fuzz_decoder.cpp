@@ -14,6 +14,7 @@
 
 #include "parser/parser.hpp"
 #include "proxy/decoder.hpp"
+#include "proxy/stand_in.hpp"
 #include "proxy/wire.hpp"
 
 namespace {
@@ -105,7 +106,7 @@ struct Run {
           check(ev.kind != FrontendEvent::Kind::statement || (ev.facts && (f.type == 'Q' || f.type == 'E')));
           trace += "F" + std::to_string(static_cast<int>(ev.kind)) + (ev.facts ? ev.facts->normalized : "");
           if (refuse && ev.kind == FrontendEvent::Kind::statement) {
-            d.replace_last_with_refusal();
+            d.stand_in_for_last(refusal_stand_in(f.type, "55000", "refused"));
             ++refusals;
             trace += "R";
           } else if (ev.kind == FrontendEvent::Kind::statement && ev.facts->destroys()) {

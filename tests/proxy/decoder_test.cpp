@@ -7,6 +7,7 @@
 #include "decoder_test_util.hpp"
 #include "parser/parser.hpp"
 #include "proxy/console_command.hpp"
+#include "proxy/stand_in.hpp"
 
 namespace dectest {
 namespace {
@@ -426,7 +427,7 @@ TEST_F(DecoderFixture, InjectedRefusalRepliesSwallowedExactlyInAFiveSyncPipeline
     FrontendEvent ev = front(d, execute(""));
     if (i == 2) {
       ASSERT_EQ(ev.kind, FrontendEvent::Kind::statement);
-      d.replace_last_with_refusal();
+      d.stand_in_for_last(refusal_stand_in('E', "55000", "refused"));
     } else {
       EXPECT_EQ(ev.kind, FrontendEvent::Kind::relay);
     }
@@ -459,7 +460,7 @@ TEST_F(DecoderFixture, InjectedRefusalRepliesSwallowedExactlyInAFiveSyncPipeline
 TEST_F(DecoderFixture, InjectedRefusalOfASimpleQuery) {
   front(d, query("SELECT 1"));
   ASSERT_EQ(front(d, query("DROP TABLE victim")).kind, FrontendEvent::Kind::statement);
-  d.replace_last_with_refusal();
+  d.stand_in_for_last(refusal_stand_in('Q', "55000", "refused"));
   front(d, query("SELECT 2"));
   EXPECT_EQ(d.owed().size(), 3u);
   back_all(d, {command_complete("SELECT 1"), ready()});
@@ -806,6 +807,89 @@ TEST(ConsoleCommand, WordsKindsAndArguments) {
   EXPECT_EQ(predrop::proxy::console_words("public.t  AS \"x y\" IN db"), (Strings{"public.t", "AS", "\"x y\"", "IN", "db"}));
   EXPECT_EQ(predrop::proxy::console_words("\"a\"\"b\".t \"open"), (Strings{"\"a\"\"b\".t", "\"open\""}));
   EXPECT_EQ(predrop::proxy::console_words("  "), Strings{});
+}
+
+
+namespace {
+
+// The frontend messages of a stand-in: type and body of each, and whether the lengths add up.
+std::vector<std::pair<char, std::string>> split_messages(const std::string& bytes, bool& whole) {
+  std::vector<std::pair<char, std::string>> out;
+  size_t at = 0;
+  whole = true;
+  while (at < bytes.size()) {
+    if (bytes.size() - at < 5) return whole = false, out;
+    uint32_t len = (uint32_t(uint8_t(bytes[at + 1])) << 24) | (uint32_t(uint8_t(bytes[at + 2])) << 16) |
+                   (uint32_t(uint8_t(bytes[at + 3])) << 8) | uint32_t(uint8_t(bytes[at + 4]));
+    if (len < 4 || bytes.size() - at - 1 < len) return whole = false, out;
+    out.emplace_back(bytes[at], bytes.substr(at + 5, len - 4));
+    at += 1 + len;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(StandIn, ARefusalOfAQueryIsOneQueryRaisingTheError) {
+  StandIn s = refusal_stand_in('Q', "57014", "canceling statement due to user request");
+  EXPECT_EQ(s.kind, StandIn::Kind::refusal);
+  bool whole = false;
+  auto ms = split_messages(s.bytes, whole);
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].first, 'Q');
+  EXPECT_EQ(ms[0].second, raise_sql("57014", "canceling statement due to user request") + std::string(1, '\0'));
+}
+
+TEST(StandIn, ARefusalOfAnExecuteIsParseBindExecuteOfTheUnnamedStatement) {
+  StandIn s = refusal_stand_in('E', "55000", "predrop: refused");
+  bool whole = false;
+  auto ms = split_messages(s.bytes, whole);
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_EQ(ms[0].first, 'P');
+  EXPECT_EQ(ms[0].second, std::string(1, '\0') + raise_sql("55000", "predrop: refused") + std::string(3, '\0'));
+  EXPECT_EQ(ms[1].first, 'B');
+  EXPECT_EQ(ms[1].second, std::string(8, '\0'));
+  EXPECT_EQ(ms[2].first, 'E');
+  EXPECT_EQ(ms[2].second, std::string(5, '\0'));
+}
+
+TEST(StandIn, AMessageCannotEndTheRaiseEarly) {
+  // The client names the table: a name that closes the literal or the dollar quote stays inside both.
+  std::string sql = raise_sql("55000", "refused DROP of public.\"x'; END $predrop$ --\\\"");
+  EXPECT_EQ(sql.find("DO $predrop0$"), 0u);
+  EXPECT_EQ(sql.substr(sql.size() - std::string("END$predrop0$").size()), "END$predrop0$");
+  EXPECT_NE(sql.find("x''; END $predrop$ --\\\\"), std::string::npos);
+}
+
+TEST(StandIn, ASubstituteCarriesItsStatementsToTheDecoder) {
+  auto subs = std::make_shared<const Substitutes>(1);
+  StandIn s = substitute_stand_in('Q', "DO $q$BEGIN NULL; END$q$", subs);
+  EXPECT_EQ(s.kind, StandIn::Kind::substitute);
+  EXPECT_EQ(s.substitutes, subs);
+  bool whole = false;
+  auto ms = split_messages(s.bytes, whole);
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].second, std::string("DO $q$BEGIN NULL; END$q$") + std::string(1, '\0'));
+}
+
+TEST_F(DecoderFixture, ASubstituteOfAnExecuteGoesAsTheUnnamedStatementAndKeepsTheClientsReply) {
+  front(d, parse("", "DROP TABLE victim"));
+  front(d, bind_msg("", ""));
+  ASSERT_EQ(front(d, execute("")).kind, FrontendEvent::Kind::statement);
+  // The hold ends before the client's Sync is judged: it waits behind the held Execute.
+  d.stand_in_for_last(substitute_stand_in('E', "DO $q$BEGIN NULL; END$q$", std::make_shared<const Substitutes>(1)));
+  front(d, sync());
+  std::string k;
+  for (const auto& m : {parse_complete(), bind_complete(), parse_complete(), bind_complete()}) {
+    BackendEvent ev = back(d, m);
+    k += ev.kind == BackendEvent::Kind::swallow ? 's' : ev.desync ? '!' : '.';
+  }
+  // The client's own Parse and Bind complete; the stand-in's two are swallowed.
+  EXPECT_EQ(k, "..ss");
+  EXPECT_EQ(d.stats().desync, 0u);
 }
 
 }  // namespace
