@@ -86,7 +86,7 @@ class Console : public std::enable_shared_from_this<Console> {
   }
 
   void terminate_admin_shutdown() {
-    if (s_->closed_) return;
+    if (s_->state_.closed()) return;
     if (phase_ != Phase::commands) return s_->close("shutdown");
     send(wire::error_response("FATAL", "57P01", "terminating connection due to administrator command (predrop shutting down)"));
     close_after_send("shutdown");
@@ -101,7 +101,7 @@ class Console : public std::enable_shared_from_this<Console> {
     auto whole = std::make_shared<std::string>(wire::kHeaderLen, '\0');
     from.async_read_exactly(asio::buffer(*whole), [self = shared_from_this(), &from, max, whole,
                                                    next = std::move(next)](boost::system::error_code ec, size_t) mutable {
-      if (self->s_->closed_) return;
+      if (self->s_->state_.closed()) return;
       if (ec) return self->s_->close(&from == self->s_->upstream_.get() ? "the server left" : "client left");
       uint32_t len = wire::read_u32(whole->data() + 1);
       if (len < 4 || len - 4 > max) {
@@ -112,7 +112,7 @@ class Console : public std::enable_shared_from_this<Console> {
       whole->resize(wire::kHeaderLen + len - 4);
       from.async_read_exactly(asio::buffer(whole->data() + wire::kHeaderLen, len - 4),
                               [self, whole, next = std::move(next), &from](boost::system::error_code ec, size_t) {
-        if (self->s_->closed_) return;
+        if (self->s_->state_.closed()) return;
         if (ec) return self->s_->close(&from == self->s_->upstream_.get() ? "the server left" : "client left");
         char type = (*whole)[0];   // before the move: arguments are evaluated in no set order
         next(type, std::move(*whole));
@@ -344,7 +344,7 @@ class Console : public std::enable_shared_from_this<Console> {
       }
       work->finish([&] {
         asio::post(exec, [self = std::move(self), r = std::move(r), words] {
-          if (self->s_->closed_) return;
+          if (self->s_->state_.closed()) return;
           self->reply(r, words);
         });
       });
@@ -358,7 +358,7 @@ class Console : public std::enable_shared_from_this<Console> {
     auto exec = s_->executor();
     ctx_.reload([self = shared_from_this(), exec](ProxyContext::ReloadOutcome outcome) {
       asio::post(exec, [self, outcome = std::move(outcome)] {
-        if (self->s_->closed_) return;
+        if (self->s_->state_.closed()) return;
         if (!outcome.ok) {
           std::string detail;
           for (const auto& l : outcome.lines) detail += (detail.empty() ? "" : "\n") + l;
@@ -386,7 +386,7 @@ class Console : public std::enable_shared_from_this<Console> {
     auto exec = s_->executor();
     auto self = shared_from_this();
     auto finish = [self, gathered, holds_only] {
-      if (self->s_->closed_) return;
+      if (self->s_->state_.closed()) return;
       std::sort(gathered->views.begin(), gathered->views.end(), [](auto& a, auto& b) { return a.id < b.id; });
       self->reply(holds_only ? self->holds_table(gathered->views) : self->sessions_table(gathered->views));
     };
@@ -464,7 +464,7 @@ class Console : public std::enable_shared_from_this<Console> {
     auto bytes = std::make_shared<std::string>(std::move(out_.front()));
     out_.pop_front();
     s_->client_.async_write(asio::buffer(*bytes), [self = shared_from_this(), bytes](boost::system::error_code ec, size_t) {
-      if (self->s_->closed_) return;
+      if (self->s_->state_.closed()) return;
       if (ec) return self->s_->close("client left");
       self->write_next();
     });
@@ -491,19 +491,19 @@ void run_console(std::shared_ptr<Session> session) { std::make_shared<Console>(s
 void console_terminate_admin_shutdown(const std::shared_ptr<Console>& console) { console->terminate_admin_shutdown(); }
 
 std::optional<SessionView> Session::view() const {
-  if (closed_) return std::nullopt;
+  if (state_.closed()) return std::nullopt;
   SessionView v;
   v.id = id_;
   v.user = params_.get("user");
   v.database = params_.get("database");
   if (v.database.empty()) v.database = v.user;
-  if (console_) v.database = cfg_->console_database;
+  if (state_.console()) v.database = cfg_->console_database;
   v.application_name = params_.get("application_name");
   v.client_addr = client_addr_;
   v.tls = client_.is_tls();
-  if (console_) {
+  if (state_.console()) {
     v.state = "console";
-  } else if (!relaying_) {
+  } else if (!state_.relaying()) {
     v.state = "startup";
   } else if (hold_.active()) {
     v.state = "holding";

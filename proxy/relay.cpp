@@ -29,7 +29,7 @@ constexpr auto kCoalesceWait = std::chrono::microseconds(1000);
 }  // namespace
 
 void Session::start_relay() {
-  relaying_ = true;
+  state_.move_to(SessionPhase::relaying);
   counters_ = &relay_counters();
   startup_timer_.reset();
   // The relay's own reads and writes never block: would_block sends it back to the reactor.
@@ -56,7 +56,7 @@ void Session::start_relay() {
 }
 
 void Session::arm_watch(Pipe& p) {
-  if (!p.watched || closed_ || p.closed || p.stop_reading) return;
+  if (!p.watched || state_.closed() || p.closed || p.stop_reading) return;
   p.watch.arm(source(p).relay_socket(), p.backend ? &Session::on_back_readable : &Session::on_front_readable, this,
               [this] { return shared_from_this(); });
 }
@@ -96,14 +96,14 @@ void Session::coalesce(Pipe& p) {
   if (!p.coalesce_timer) p.coalesce_timer = std::make_unique<asio::steady_timer>(executor());
   p.coalesce_timer->expires_after(kCoalesceWait);
   p.coalesce_timer->async_wait([this, self = shared_from_this(), &p](boost::system::error_code ec) {
-    if (ec || closed_ || !p.coalescing) return;
+    if (ec || state_.closed() || !p.coalescing) return;
     p.edge = true;   // what is queued, below the mark
     pump(p);
   });
 }
 
 void Session::on_readable(Pipe& p, const boost::system::error_code& ec) {
-  if (closed_) return;
+  if (state_.closed()) return;
   if (ec) return on_pipe_eof(p, ec);
   p.edge = true;
   if (p.watch.events() & (EPOLLHUP | EPOLLERR)) p.hangup = true;
@@ -112,7 +112,7 @@ void Session::on_readable(Pipe& p, const boost::system::error_code& ec) {
 }
 
 void Session::pump(Pipe& p) {
-  if (closed_ || p.closed || p.writing) return;
+  if (state_.closed() || p.closed || p.writing) return;
   if (p.discard > 0) {
     // A refused or cancelled message: what came before it leaves first, then it is dropped whole
     // (a hold only ever holds a message that is whole in the buffer).
@@ -215,7 +215,7 @@ void Session::start_read(Pipe& p) {
   p.reading = true;
   src.socket().async_wait(tcp::socket::wait_read, [this, self, &p](boost::system::error_code ec) {
     p.reading = false;
-    if (closed_) return;
+    if (state_.closed()) return;
     if (ec) return on_pipe_eof(p, ec);
     if (!read_now(p)) start_read(p);
   });
@@ -243,7 +243,7 @@ bool Session::prepare_read(Pipe& p) {
 // One non-blocking read on a plaintext socket. true: it was handled (bytes pumped, end of stream
 // or a full buffer); false: nothing there yet, and the caller goes back to waiting.
 bool Session::read_now(Pipe& p) {
-  if (closed_) return true;
+  if (state_.closed()) return true;
   if (!prepare_read(p)) {
     p.edge = p.watched;   // full while held: read when it is released
     return true;
@@ -286,14 +286,14 @@ bool Session::read_now(Pipe& p) {
 }
 
 void Session::read_async(Pipe& p) {
-  if (closed_) return;
+  if (state_.closed()) return;
   if (!prepare_read(p)) return;  // full while held: stop reading, the client waits
   p.reading = true;
   size_t room = p.buf.capacity() - p.end;
   source(p).async_read_some(asio::buffer(p.buf.data() + p.end, room),
                             [this, self = shared_from_this(), &p, room](boost::system::error_code ec, size_t n) {
                               p.reading = false;
-                              if (closed_) return;
+                              if (state_.closed()) return;
                               if (ec) return on_pipe_eof(p, ec);
                               p.end += n;
                               p.more_waiting = n == room;
@@ -309,7 +309,7 @@ void Session::start_write(Pipe& p) {
     p.inject.clear();
     sink(p).async_write(asio::buffer(*bytes), [this, self, &p, bytes](boost::system::error_code ec, size_t) {
       p.writing = false;
-      if (closed_) return;
+      if (state_.closed()) return;
       if (ec) return close("write failed");
       if (p.backend && close_after_inject_) return close("protocol violation");
       pump(p);
@@ -332,7 +332,7 @@ void Session::start_write(Pipe& p) {
   sink(p).async_write(asio::buffer(p.buf.data() + p.begin + done, n - done),
                       [this, self, &p, n](boost::system::error_code ec, size_t) {
                         p.writing = false;
-                        if (closed_) return;
+                        if (state_.closed()) return;
                         if (ec) return close("write failed");
                         on_written(p, n);
                       });
@@ -452,7 +452,7 @@ Session::ScanResult Session::scan(Pipe& p) {
     size_t judged = static_cast<size_t>(f.need);
     size_t total = static_cast<size_t>(f.total);
     Verdict v = p.backend ? judge_backend(p, msg, total) : judge_frontend(std::string_view(msg, judged), f.total);
-    if (closed_) return ScanResult::error;
+    if (state_.closed()) return ScanResult::error;
     sync_copy_state();
     if (v == Verdict::hold) return ScanResult::held;
     if (v == Verdict::stop) return ScanResult::need_more;
@@ -581,7 +581,7 @@ void Session::on_pipe_eof(Pipe& p, const boost::system::error_code& ec) {
 // word in a session or in a startup it refuses); then the socket closes. A client that never
 // answers the close_notify is let go after a second.
 void Session::close_with_close_notify(const char* why) {
-  if (closed_) return;
+  if (state_.closed()) return;
   auto* tls = client_.tls();
   if (!tls) return close(why);
   back_.closed = true;
@@ -596,8 +596,8 @@ void Session::close_with_close_notify(const char* why) {
 }
 
 void Session::close(std::string_view why) {
-  if (closed_) return;
-  closed_ = true;
+  if (state_.closed()) return;
+  const SessionPhase was = state_.move_to(SessionPhase::closed);
   hold_.stop();
   if (fatal_timer_) fatal_timer_->cancel();
   for (Pipe* p : {&front_, &back_})
@@ -608,7 +608,7 @@ void Session::close(std::string_view why) {
   pool_.give_back(front_.buf);
   pool_.give_back(back_.buf);
   if (registered_) ctx_.registry.remove(this);
-  if (relaying_) {
+  if (was == SessionPhase::relaying) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_).count();
     spdlog::info("session end client={} user={} database={} application_name={} duration_ms={} bytes_in={} bytes_out={} reason=\"{}\"",
                  client_addr_, params_.get("user"), database(),
@@ -617,9 +617,9 @@ void Session::close(std::string_view why) {
 }
 
 void Session::terminate_admin_shutdown() {
-  if (closed_) return;
+  if (state_.closed()) return;
   if (auto console = console_handler_.lock()) return console_terminate_admin_shutdown(console);
-  if (!relaying_ || back_.writing || back_.pass_remaining > 0 || back_.scan < back_.end) return close("shutdown");
+  if (!state_.relaying() || back_.writing || back_.pass_remaining > 0 || back_.scan < back_.end) return close("shutdown");
   auto err = std::make_shared<std::string>(
       wire::error_response("FATAL", "57P01", "terminating connection due to administrator command (predrop shutting down)"));
   back_.closed = true;

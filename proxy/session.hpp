@@ -1,5 +1,5 @@
-// One client connection and its upstream connection.
-// startup → authenticating → ready ⇄ (relaying | holding) → closing.
+// One client connection and its upstream connection. Its phase (startup, relaying, console,
+// closed) is a SessionState (proxy/session_state.hpp); while relaying it may hold (proxy/hold.hpp).
 #pragma once
 
 #include <boost/asio.hpp>
@@ -17,6 +17,7 @@
 #include "proxy/hold.hpp"
 #include "proxy/metrics.hpp"
 #include "proxy/readiness.hpp"
+#include "proxy/session_state.hpp"
 #include "proxy/transport.hpp"
 #include "proxy/wire.hpp"
 
@@ -182,13 +183,11 @@ class Session : public std::enable_shared_from_this<Session>, private HoldHost {
   wire::StartupParams params_;
   std::string client_addr_;
   Clock::time_point started_at_ = Clock::now();
-  bool relaying_ = false;
+  SessionState state_;
   bool ssl_done_ = false, gss_done_ = false;   // each negotiation is answered once, as the server does
   bool server_answers_startup_ = false;        // a startup the server refuses: its answer is relayed whole
   uint32_t renamed_refusal_code_ = 0;          // a negotiation repeated: the server's refusal is renamed to it
   bool refuse_after_handshake_ = false;        // bytes came behind an SSLRequest answered 'S'
-  bool closed_ = false;
-  bool console_ = false;                       // asked for console.database: proxy/console.cpp serves it
   std::weak_ptr<Console> console_handler_;
   bool client_terminated_ = false;
   bool strip_plus_ = false;

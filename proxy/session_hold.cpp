@@ -98,7 +98,7 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts, 
 }
 
 void Session::on_cancel_request(std::string packet, std::function<void()> done) {
-  if (closed_) return done();
+  if (state_.closed()) return done();
   if (hold_.active()) {
     hold_.cancel();
     return done();

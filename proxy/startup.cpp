@@ -32,7 +32,7 @@ void Session::start() {
   startup_timer_ = std::make_unique<asio::steady_timer>(executor());
   startup_timer_->expires_after(std::chrono::milliseconds(cfg_->limits.startup_timeout_ms));
   startup_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
-    if (ec || self->relaying_ || self->closed_) return;
+    if (ec || self->state_.relaying() || self->state_.closed()) return;
     // PostgreSQL ends a startup that outlasts authentication_timeout without a word (the
     // postmaster's child just exits, TLS or not): the client sees the connection close, as here.
     spdlog::info("client {}: startup not finished within limits.startup_timeout_ms={}", self->client_addr_,
@@ -206,7 +206,7 @@ bool Session::asks_for_console(const wire::StartupParams& startup) const {
 // The server authenticates a console user on its postgres database (predrop keeps no credentials);
 // what follows the startup is proxy/console.cpp's.
 void Session::start_console(wire::StartupParams startup) {
-  console_ = true;
+  state_.move_to(SessionPhase::console);
   ctx_.registry.set_console(this);
   bool named = false;
   for (auto& [key, value] : startup.params)
@@ -222,7 +222,7 @@ void Session::relay_server_refusal() {
   if (renamed_refusal_code_ != 0) return relay_renamed_refusal(std::make_shared<std::string>());
   auto buf = std::make_shared<std::array<char, 4096>>();
   upstream_->async_read_some(asio::buffer(*buf), [self = shared_from_this(), buf](boost::system::error_code ec, size_t n) {
-    if (self->closed_) return;
+    if (self->state_.closed()) return;
     if (n == 0) return self->close_with_close_notify("the server refused the startup");
     self->client_.async_write(asio::buffer(buf->data(), n), [self, buf](boost::system::error_code ec, size_t) {
       if (ec) return self->close("client left during startup");
@@ -241,7 +241,7 @@ void Session::relay_renamed_refusal(std::shared_ptr<std::string> reply) {
   reply->resize(kMaxRefusal + 1);
   upstream_->async_read_some(asio::buffer(reply->data() + have, kMaxRefusal + 1 - have),
                              [self = shared_from_this(), reply, have](boost::system::error_code, size_t n) {
-    if (self->closed_) return;
+    if (self->state_.closed()) return;
     reply->resize(have + n);
     if (n > 0 && reply->size() <= kMaxRefusal) return self->relay_renamed_refusal(reply);
     uint32_t code = self->renamed_refusal_code_;
@@ -316,7 +316,7 @@ void Session::handle_cancel_packet(const std::string& packet) {
 }
 
 void Session::fail_startup(std::string_view sqlstate, std::string message, std::string_view detail, std::string before) {
-  if (closed_) return;
+  if (state_.closed()) return;
   spdlog::info("client {}: {}", client_addr_, message);
   auto err = std::make_shared<std::string>(std::move(before) + wire::error_response("FATAL", sqlstate, message, detail));
   client_.async_write(asio::buffer(*err), [self = shared_from_this(), err](boost::system::error_code, size_t) {
@@ -426,7 +426,7 @@ void Session::send_startup_upstream() {
     self->startup_packet_.clear();
     self->startup_packet_.shrink_to_fit();
     if (self->server_answers_startup_) return self->relay_server_refusal();
-    if (self->console_) return run_console(self);
+    if (self->state_.console()) return run_console(self);
     self->start_relay();
   });
 }
