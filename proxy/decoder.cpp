@@ -207,7 +207,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       std::string_view sql = r.cstring();
       if (!r.ok()) return malformed("invalid Query message: the query string is not terminated");
       forget_unnamed();
-      auto facts = classifier_.classify(sql, standard_conforming_strings_, track_shape_);
+      auto facts = classifier_.classify(sql, standard_conforming_strings_, transactions_.enabled());
       owed_.push_back({K::query, false, false, false, 0, facts, {}, nullptr, nullptr});
       return statement_event('Q', std::move(facts));
     }
@@ -224,7 +224,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
         // cannot be read cannot be followed: refused rather than guessed at.
         return malformed("Parse message: the statement name is longer than limits.max_inspect_bytes");
       if (r.ok()) {
-        facts = classifier_.classify(sql, standard_conforming_strings_, track_shape_);
+        facts = classifier_.classify(sql, standard_conforming_strings_, transactions_.enabled());
       } else {
         // The text runs past the inspection limit: the name is known, what it does is not.
         ++stats_.uninspected;
@@ -417,7 +417,7 @@ void Decoder::apply_completed(OwedReply& entry) {
   if (!entry.facts) return;
   const auto& sts = entry.facts->statements;
   if (k >= sts.size()) return;
-  if (track_shape_) track_shape(sts[k], entry);
+  if (transactions_.enabled()) transactions_.completed(sts[k], entry.facts, entry.held.get(), search_path_);
   if (!entry.facts->touches_search_path()) return;
   // The statements before it, already applied, only move the block state.
   bool in_block = runs_in_block(entry);
@@ -425,91 +425,11 @@ void Decoder::apply_completed(OwedReply& entry) {
   apply_statement(&search_path_, sts[k], in_block, txn_status_);
 }
 
-// A statement the server completed: its shape changes join the open transaction's, and its
-// transaction control decides what becomes of them. Called after search_path moved for the
-// statements before it, so a change carries the path it ran under.
+// The tracker hears of a statement after search_path moved for the statements before it, so a
+// change carries the path it ran under; what its hold snapshotted rides on its owed entry.
 void Decoder::note_held(std::vector<HeldTable> tables) {
-  if (!track_shape_ || owed_.empty() || tables.empty()) return;
+  if (!transactions_.enabled() || owed_.empty() || tables.empty()) return;
   owed_.back().held = std::make_shared<const std::vector<HeldTable>>(std::move(tables));
-}
-
-namespace {
-
-const HeldTable* find_held(const std::vector<HeldTable>& held, const parser::RelationName& name) {
-  for (auto it = held.rbegin(); it != held.rend(); ++it)
-    if (it->table == name.name && (name.schema.empty() || it->schema == name.schema)) return &*it;
-  return nullptr;
-}
-
-}  // namespace
-
-void Decoder::track_shape(const parser::Statement& st, const OwedReply& entry) {
-  using T = parser::TxnControl;
-  using DK = parser::DestroyKind;
-  // The j-th ALTER change of a statement is its j-th alter_table target (the parser reports both
-  // for one ALTER): the hold snapshotted that target's table under its name before the change.
-  std::vector<const parser::Target*> alters;
-  for (const auto& t : st.targets) {
-    if (t.kind == DK::alter_table) alters.push_back(&t);
-    if (t.kind == DK::drop_table && entry.held && txn_dropped_.size() < kMaxTransactionChanges)
-      if (const HeldTable* h = find_held(*entry.held, t.relation)) txn_dropped_.push_back(*h);
-  }
-  size_t j = 0;
-  for (const auto& c : st.changes) {
-    if (txn_changes_.size() >= kMaxTransactionChanges) {
-      ++stats_.shape_changes_dropped;
-      continue;
-    }
-    CompletedChange done{c, search_path_.current(), entry.facts, 0, {}};
-    if (c.kind == parser::ShapeChange::Kind::alter) {
-      const parser::Target* target = j < alters.size() ? alters[j] : nullptr;
-      ++j;
-      if (target && entry.held)
-        if (const HeldTable* h = find_held(*entry.held, target->relation)) done.oid = h->oid, done.before_id = h->snapshot_id;
-    } else if (const HeldTable* h = find_held(txn_dropped_, c.relation)) {
-      done.before_id = h->snapshot_id;   // a recreate of what this transaction dropped
-    }
-    txn_changes_.push_back(std::move(done));
-  }
-  auto last_mark = [this](const std::string& name) {
-    for (size_t i = change_marks_.size(); i-- > 0;)
-      if (change_marks_[i].first == name) return static_cast<std::ptrdiff_t>(i);
-    return std::ptrdiff_t{-1};
-  };
-  switch (st.txn) {
-    case T::savepoint: change_marks_.emplace_back(st.savepoint, txn_changes_.size()); break;
-    case T::release:
-      // RELEASE keeps what was done since the savepoint, and forgets it and every later one.
-      if (auto i = last_mark(st.savepoint); i >= 0) change_marks_.resize(static_cast<size_t>(i));
-      break;
-    case T::rollback_to:
-      // ROLLBACK TO undoes what was done since the savepoint and keeps the savepoint itself.
-      if (auto i = last_mark(st.savepoint); i >= 0) {
-        txn_changes_.resize(change_marks_[static_cast<size_t>(i)].second);
-        change_marks_.resize(static_cast<size_t>(i) + 1);
-      }
-      break;
-    // COMMIT and ROLLBACK are read from their tags (on_backend 'C'): a bare COMMIT never passes the
-    // prefilter, and the COMMIT of a failed transaction says ROLLBACK.
-    case T::prepare:
-      prepared_gid_ = st.savepoint;
-      if (!txn_changes_.empty()) shape_outcomes_.prepared.emplace_back(st.savepoint, std::move(txn_changes_));
-      txn_changes_.clear();
-      change_marks_.clear();
-      txn_dropped_.clear();
-      break;
-    case T::commit_prepared: shape_outcomes_.finished_prepared.emplace_back(st.savepoint, true); break;
-    case T::rollback_prepared: shape_outcomes_.finished_prepared.emplace_back(st.savepoint, false); break;
-    default: break;
-  }
-}
-
-void Decoder::end_shape_transaction(bool committed) {
-  if (committed)
-    for (auto& c : txn_changes_) shape_outcomes_.committed.push_back(std::move(c));
-  txn_changes_.clear();
-  change_marks_.clear();
-  txn_dropped_.clear();
 }
 
 parser::SearchPathTracker Decoder::search_path_ahead() const {
@@ -679,13 +599,13 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
         ev.substitute = running_substitute(ev.substitute_owner);
         const size_t k = e.completed;
         apply_completed(e);
-        if (track_shape_) {
+        if (transactions_.enabled()) {
           // What a COMMIT commits is committed now, whatever fails after it before ReadyForQuery (a
           // pipeline segment goes on to its Sync). ROLLBACK TO says ROLLBACK too: its facts tell.
           const bool rollback_to = e.facts && k < e.facts->statements.size() &&
                                    e.facts->statements[k].txn == parser::TxnControl::rollback_to;
-          if (tag == "COMMIT") end_shape_transaction(true);
-          else if (tag == "ROLLBACK" && !rollback_to) end_shape_transaction(false);
+          if (tag == "COMMIT") transactions_.ended(true);
+          else if (tag == "ROLLBACK" && !rollback_to) transactions_.ended(false);
         }
         if (e.kind == K::execute) owed_.pop_front();
       } else {
@@ -733,7 +653,7 @@ BackendEvent Decoder::on_backend(std::string_view msg) {
         ev.transaction_ended = true;
         ev.committed = before != 'I' ? (txn_tag_seen_ && txn_tag_commit_) : !error_since_ready_;
         search_path_.end_transaction(ev.committed);
-        if (track_shape_) end_shape_transaction(ev.committed);
+        if (transactions_.enabled()) transactions_.ended(ev.committed);
       }
       txn_tag_seen_ = txn_tag_commit_ = false;
       error_since_ready_ = false;

@@ -5,8 +5,10 @@
 // session's protocol state as the server will have it: the replies the server owes and which
 // message each answers, prepared statements and portals and what their text destroys, the
 // transaction status, the COPY state, and the search_path, applied when the server confirms the
-// statement that set it. The session (relay.cpp) owns the sockets, the buffers and backpressure
-// and asks the decoder what each message means; the hold (hold.hpp) decides what to do about it.
+// statement that set it. What the server completed, and how each transaction ended, it feeds to
+// the session's transaction tracker (transaction_tracker.hpp). The session (relay.cpp) owns the
+// sockets, the buffers and backpressure and asks the decoder what each message means; the hold
+// (hold.hpp) decides what to do about it.
 #pragma once
 
 #include <array>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "parser/parser.hpp"
+#include "proxy/transaction_tracker.hpp"
 
 namespace predrop::proxy {
 
@@ -82,14 +85,6 @@ class MessageReader {
   const char* p_;
   const char* end_;
   bool ok_ = true;
-};
-
-// A table a hold snapshotted for the statement it held: the after of that statement's change
-// names this before (its pair) and follows the table by OID, whatever it is called by then.
-struct HeldTable {
-  std::string schema, table;
-  uint32_t oid = 0;
-  std::string snapshot_id;
 };
 
 // A statement predrop runs in the client's place (a quarantine's substitute, proxy/quarantine.hpp):
@@ -186,30 +181,9 @@ struct BackendEvent {
   std::string error;
 };
 
-// A shape change the server completed (parser::ShapeChange), with what the after needs of it.
-struct CompletedChange {
-  parser::ShapeChange change;
-  std::vector<std::string> search_path;          // the session's path when it ran ("$user" kept)
-  std::shared_ptr<const parser::Facts> facts;   // its text's facts: normalised text, fingerprint
-  uint32_t oid = 0;          // an ALTER the hold snapshotted: the table, followed by OID
-  std::string before_id;     // the before it completes, when the hold (or the DROP's) wrote it
-};
-
-// How transactions holding shape changes ended, for the session to act on. A change reaches
-// `committed` only once the server has committed it: a rolled-back transaction, a savepoint rolled
-// back to, a failed implicit block leave nothing.
-struct ShapeOutcomes {
-  std::vector<CompletedChange> committed;
-  // PREPARE TRANSACTION: the changes wait for COMMIT PREPARED, which any session may send.
-  std::vector<std::pair<std::string, std::vector<CompletedChange>>> prepared;
-  std::vector<std::pair<std::string, bool>> finished_prepared;   // gid, committed (else rolled back)
-  bool empty() const { return committed.empty() && prepared.empty() && finished_prepared.empty(); }
-};
-
 struct DecoderStats {
   uint64_t frontend_messages = 0, backend_messages = 0;
   uint64_t malformed = 0, desync = 0, uninspected = 0;
-  uint64_t shape_changes_dropped = 0;   // past kMaxTransactionChanges in one transaction: no after
 };
 
 // How one statement the server ran moves the search_path and the transaction block state
@@ -253,19 +227,13 @@ class Decoder {
   // The server keys statements and portals on the first NAMEDATALEN-1 bytes of their names.
   static std::string name_key(std::string_view name);
 
-  // Shape changes followed per transaction at most (a transaction creating more gets afters for these).
-  static constexpr size_t kMaxTransactionChanges = 10000;
-  // Follow shape changes and the transactions they are in (the after capture). Off by default:
-  // the prefilter then passes fewer texts.
-  void track_shape_changes(bool on) { track_shape_ = on; }
-  bool tracks_shape_changes() const { return track_shape_; }
-  bool has_shape_outcomes() const { return !shape_outcomes_.empty(); }
+  // The transactions the decoder follows for the session (shape changes, savepoints, 2PC): the
+  // session turns shape tracking on and reads what ended there.
+  TransactionTracker& transactions() { return transactions_; }
+  const TransactionTracker& transactions() const { return transactions_; }
+  bool tracks_shape_changes() const { return transactions_.enabled(); }
   // The statement just judged (the back of the owed queue) was held and these tables snapshotted.
   void note_held(std::vector<HeldTable> tables);
-  ShapeOutcomes take_shape_outcomes() { return std::exchange(shape_outcomes_, {}); }
-  // The gid of the PREPARE TRANSACTION that just ended the session's transaction (shape mode only):
-  // its outcomes are known at COMMIT PREPARED / ROLLBACK PREPARED.
-  std::optional<std::string> take_prepared_gid() { return std::exchange(prepared_gid_, std::nullopt); }
 
  private:
   FrontendEvent statement_event(char type, std::shared_ptr<const parser::Facts> facts);
@@ -276,8 +244,6 @@ class Decoder {
   void account_error(BackendEvent& ev);
   void forget_unnamed();
   void copy_in_began();
-  void track_shape(const parser::Statement& st, const OwedReply& entry);
-  void end_shape_transaction(bool committed);
   // The substitute now running at the head of the owed queue (null: none); `owner` keeps it alive.
   void inject_unnamed_before(OwedReply execute);
   void replace_last_with_refusal();
@@ -300,12 +266,7 @@ class Decoder {
   bool copy_in_ = false, copy_out_ = false;
   bool ignoring_syncs_ = false;     // in a COPY IN: the client's Syncs until its CopyDone/CopyFail owe nothing
   DecoderStats stats_;
-  bool track_shape_ = false;
-  std::vector<CompletedChange> txn_changes_;                  // completed in the open transaction
-  std::vector<std::pair<std::string, size_t>> change_marks_;  // savepoint name, txn_changes_ size then
-  std::vector<HeldTable> txn_dropped_;   // snapshotted by the holds of DROP TABLEs this transaction ran
-  ShapeOutcomes shape_outcomes_;
-  std::optional<std::string> prepared_gid_;
+  TransactionTracker transactions_;
 };
 
 }  // namespace predrop::proxy

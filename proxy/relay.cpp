@@ -528,7 +528,7 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
   if (ev.backend_key) ctx_.registry.set_key(shared_from_this(), ev.key);
   if (ev.ready) {
     if (!fatal_.empty()) maybe_send_fatal();
-    std::optional<std::string> prepared = decoder_->take_prepared_gid();
+    std::optional<std::string> prepared = decoder_->transactions().take_prepared_gid();
     if (ev.status == 'I' && hold_.has_outcomes()) {
       // A prepared transaction's DROPs have not happened yet: their check waits for its end.
       if (prepared) {
@@ -538,7 +538,7 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
       }
     }
     // After the server's ReadyForQuery is on its way to the client: nothing waits on the capture.
-    if (decoder_->has_shape_outcomes()) capture_afters();
+    if (decoder_->transactions().has_shape_outcomes()) capture_afters();
   }
   return Verdict::forward;
 }

@@ -193,7 +193,7 @@ void Session::on_startup_packet(std::string packet) {
   decoder_.emplace(ctx_.classifier, std::move(initial));
   // Whether this session's shape changes get afters is fixed at its start (a SIGHUP turning
   // capture.after off still stops their capture: Session::capture_afters reads the policy).
-  decoder_->track_shape_changes(cfg_->after_capture && cfg_->snapshots_enabled && ctx_.capture != nullptr);
+  decoder_->transactions().enable(cfg_->after_capture && cfg_->snapshots_enabled && ctx_.capture != nullptr);
   connect_upstream();
 }
 

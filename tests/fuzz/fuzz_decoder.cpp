@@ -42,8 +42,8 @@ struct Run {
 
   // What committed, was prepared or finished preparing, in the trace: the same whatever the reads.
   void take_outcomes() {
-    ShapeOutcomes o = d.take_shape_outcomes();
-    check(!o.empty() && !d.has_shape_outcomes());
+    ShapeOutcomes o = d.transactions().take_shape_outcomes();
+    check(!o.empty() && !d.transactions().has_shape_outcomes());
     for (const auto& c : o.committed)
       trace += " +" + c.change.relation.schema + "." + c.change.relation.name + "#" + std::to_string(c.oid);
     for (const auto& [gid, changes] : o.prepared) trace += " p" + gid + ":" + std::to_string(changes.size());
@@ -120,7 +120,7 @@ struct Run {
         }
         p.scan += f.need;
         p.pass_remaining = f.total - f.need;
-        if (d.has_shape_outcomes()) take_outcomes();
+        if (d.transactions().has_shape_outcomes()) take_outcomes();
       }
       check(d.owed().size() <= front.messages + 2 * refusals);
       check(d.owed().capacity_in_use() >= d.owed().size());
@@ -144,7 +144,7 @@ struct Outcome {
 Outcome run_once(const uint8_t* data, size_t size, bool bytewise) {
   static predrop::parser::Classifier classifier(256);
   Decoder d(classifier, {"$user", "public"});
-  d.track_shape_changes(true);
+  d.transactions().enable(true);
   // Small limits, so that streaming past them is reached with small inputs.
   Run run{d, FrameLimits{.max_message_bytes = 1u << 16, .max_inspect_bytes = 96}, {}, {}, 0, {}};
   size_t i = 0;

@@ -1,0 +1,87 @@
+#include "proxy/transaction_tracker.hpp"
+
+namespace predrop::proxy {
+
+namespace {
+
+const HeldTable* find_held(const std::vector<HeldTable>& held, const parser::RelationName& name) {
+  for (auto it = held.rbegin(); it != held.rend(); ++it)
+    if (it->table == name.name && (name.schema.empty() || it->schema == name.schema)) return &*it;
+  return nullptr;
+}
+
+}  // namespace
+
+void TransactionTracker::completed(const parser::Statement& st, const std::shared_ptr<const parser::Facts>& facts,
+                                   const std::vector<HeldTable>* held, const parser::SearchPathTracker& path) {
+  using T = parser::TxnControl;
+  using DK = parser::DestroyKind;
+  // The j-th ALTER change of a statement is its j-th alter_table target (the parser reports both
+  // for one ALTER): the hold snapshotted that target's table under its name before the change.
+  std::vector<const parser::Target*> alters;
+  for (const auto& t : st.targets) {
+    if (t.kind == DK::alter_table) alters.push_back(&t);
+    if (t.kind == DK::drop_table && held && dropped_.size() < kMaxTransactionChanges)
+      if (const HeldTable* h = find_held(*held, t.relation)) dropped_.push_back(*h);
+  }
+  size_t j = 0;
+  for (const auto& c : st.changes) {
+    if (changes_.size() >= kMaxTransactionChanges) {
+      ++changes_dropped_;
+      continue;
+    }
+    CompletedChange done{c, path.current(), facts, 0, {}};
+    if (c.kind == parser::ShapeChange::Kind::alter) {
+      const parser::Target* target = j < alters.size() ? alters[j] : nullptr;
+      ++j;
+      if (target && held)
+        if (const HeldTable* h = find_held(*held, target->relation)) done.oid = h->oid, done.before_id = h->snapshot_id;
+    } else if (const HeldTable* h = find_held(dropped_, c.relation)) {
+      done.before_id = h->snapshot_id;   // a recreate of what this transaction dropped
+    }
+    changes_.push_back(std::move(done));
+  }
+  auto last_mark = [this](const std::string& name) {
+    for (size_t i = marks_.size(); i-- > 0;)
+      if (marks_[i].first == name) return static_cast<std::ptrdiff_t>(i);
+    return std::ptrdiff_t{-1};
+  };
+  switch (st.txn) {
+    case T::savepoint: marks_.emplace_back(st.savepoint, changes_.size()); break;
+    case T::release:
+      // RELEASE keeps what was done since the savepoint, and forgets it and every later one.
+      if (auto i = last_mark(st.savepoint); i >= 0) marks_.resize(static_cast<size_t>(i));
+      break;
+    case T::rollback_to:
+      // ROLLBACK TO undoes what was done since the savepoint and keeps the savepoint itself.
+      if (auto i = last_mark(st.savepoint); i >= 0) {
+        changes_.resize(marks_[static_cast<size_t>(i)].second);
+        marks_.resize(static_cast<size_t>(i) + 1);
+      }
+      break;
+    // COMMIT and ROLLBACK are read from their tags (on_backend 'C'): a bare COMMIT never passes the
+    // prefilter, and the COMMIT of a failed transaction says ROLLBACK.
+    case T::prepare:
+      prepared_gid_ = st.savepoint;
+      if (!changes_.empty()) outcomes_.prepared.emplace_back(st.savepoint, std::move(changes_));
+      forget_open();
+      break;
+    case T::commit_prepared: outcomes_.finished_prepared.emplace_back(st.savepoint, true); break;
+    case T::rollback_prepared: outcomes_.finished_prepared.emplace_back(st.savepoint, false); break;
+    default: break;
+  }
+}
+
+void TransactionTracker::ended(bool committed) {
+  if (committed)
+    for (auto& c : changes_) outcomes_.committed.push_back(std::move(c));
+  forget_open();
+}
+
+void TransactionTracker::forget_open() {
+  changes_.clear();
+  marks_.clear();
+  dropped_.clear();
+}
+
+}  // namespace predrop::proxy

@@ -1,0 +1,87 @@
+// The transactions of one session, as far as predrop acts on how they end (issue 24): the shape
+// changes each completed (the afters), the tables its held DROPs snapshotted (the before a recreate
+// completes), savepoints released or rolled back to, and PREPARE TRANSACTION with its later COMMIT or
+// ROLLBACK PREPARED. The decoder (proxy/decoder.hpp) feeds it what the server completed and how
+// each transaction ended, read off the wire; the session reads what to act on: the afters
+// (proxy/after.cpp) and the outcome checks a prepared transaction defers (proxy/relay.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "parser/parser.hpp"
+
+namespace predrop::proxy {
+
+// A table a hold snapshotted for the statement it held: the after of that statement's change
+// names this before (its pair) and follows the table by OID, whatever it is called by then.
+struct HeldTable {
+  std::string schema, table;
+  uint32_t oid = 0;
+  std::string snapshot_id;
+};
+
+// A shape change the server completed (parser::ShapeChange), with what the after needs of it.
+struct CompletedChange {
+  parser::ShapeChange change;
+  std::vector<std::string> search_path;          // the session's path when it ran ("$user" kept)
+  std::shared_ptr<const parser::Facts> facts;   // its text's facts: normalised text, fingerprint
+  uint32_t oid = 0;          // an ALTER the hold snapshotted: the table, followed by OID
+  std::string before_id;     // the before it completes, when the hold (or the DROP's) wrote it
+};
+
+// How transactions holding shape changes ended, for the session to act on. A change reaches
+// `committed` only once the server has committed it: a rolled-back transaction, a savepoint rolled
+// back to, a failed implicit block leave nothing.
+struct ShapeOutcomes {
+  std::vector<CompletedChange> committed;
+  // PREPARE TRANSACTION: the changes wait for COMMIT PREPARED, which any session may send.
+  std::vector<std::pair<std::string, std::vector<CompletedChange>>> prepared;
+  std::vector<std::pair<std::string, bool>> finished_prepared;   // gid, committed (else rolled back)
+  bool empty() const { return committed.empty() && prepared.empty() && finished_prepared.empty(); }
+};
+
+class TransactionTracker {
+ public:
+  // Shape changes followed per transaction at most (a transaction creating more gets afters for these).
+  static constexpr size_t kMaxTransactionChanges = 10000;
+
+  // Off by default: the prefilter then passes fewer texts (the decoder asks the classifier for
+  // shape changes only when on).
+  void enable(bool on) { enabled_ = on; }
+  bool enabled() const { return enabled_; }
+
+  // A statement the server completed, the `path` it ran under, and what its hold snapshotted (null:
+  // not held). Its shape changes join the open transaction's; its transaction control (savepoints,
+  // PREPARE TRANSACTION and its end) decides what becomes of them.
+  void completed(const parser::Statement& st, const std::shared_ptr<const parser::Facts>& facts,
+                 const std::vector<HeldTable>* held, const parser::SearchPathTracker& path);
+  // The open transaction ended: by its COMMIT or ROLLBACK tag, or back to idle.
+  void ended(bool committed);
+
+  bool has_shape_outcomes() const { return !outcomes_.empty(); }
+  ShapeOutcomes take_shape_outcomes() { return std::exchange(outcomes_, {}); }
+  // The gid of the PREPARE TRANSACTION that just ended the session's transaction: the outcomes of its
+  // DROPs are known at COMMIT PREPARED / ROLLBACK PREPARED, in whatever session.
+  std::optional<std::string> take_prepared_gid() { return std::exchange(prepared_gid_, std::nullopt); }
+  // Changes not followed, past kMaxTransactionChanges in one transaction: they get no after.
+  uint64_t changes_dropped() const { return changes_dropped_; }
+
+ private:
+  void forget_open();
+
+  bool enabled_ = false;
+  std::vector<CompletedChange> changes_;                  // completed in the open transaction
+  std::vector<std::pair<std::string, size_t>> marks_;     // savepoint name, changes_ size then
+  std::vector<HeldTable> dropped_;   // snapshotted by the holds of DROP TABLEs this transaction ran
+  ShapeOutcomes outcomes_;
+  std::optional<std::string> prepared_gid_;
+  uint64_t changes_dropped_ = 0;
+};
+
+}  // namespace predrop::proxy
