@@ -114,8 +114,9 @@ void Session::on_readable(Pipe& p, const boost::system::error_code& ec) {
 void Session::pump(Pipe& p) {
   if (state_.closed() || p.closed || p.writing) return;
   if (p.discard > 0) {
-    // A refused or cancelled message: what came before it leaves first, then it is dropped whole
-    // (a hold only ever holds a message that is whole in the buffer).
+    // A held message a stand-in replaces (proxy/stand_in.hpp: a refusal, a cancel, a quarantine's
+    // substitute): what came before it leaves first, then it is dropped whole (a hold only ever
+    // holds a message that is whole in the buffer) and the stand-in, in `inject`, goes instead.
     if (p.scan > p.begin) return start_write(p);
     p.scan += p.discard;
     p.begin = p.scan;
