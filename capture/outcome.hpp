@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace predrop::capture {
 
@@ -35,5 +37,22 @@ const char* to_string(SnapshotOutcome o);
 constexpr bool is_kept(SnapshotOutcome o) {
   return o == SnapshotOutcome::written || o == SnapshotOutcome::table_missing || o == SnapshotOutcome::deduplicated;
 }
+
+// A DROP a hold snapshotted whose fate is known only when its transaction ends: checked then, by
+// OID, in the catalog (dropped, not dropped, quarantined).
+struct PendingOutcome {
+  uint32_t oid = 0;
+  std::string snapshot_id;
+  std::string event_id;
+  // The statement was a quarantine's: a table found in this schema was quarantined, and its store
+  // row (predrop.quarantine) is written from its comment.
+  std::string quarantine_schema;
+  int64_t retention_s = 0;
+  std::string application_name, client_addr;
+  // The hold that wrote it, written with the outcome (no statement of its own): onto the ledger
+  // row, and onto the snapshot row when the hold wrote it (not one it was deduplicated against).
+  std::optional<double> hold_ms;
+  bool hold_ms_on_snapshot = false;
+};
 
 }  // namespace predrop::capture

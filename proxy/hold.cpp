@@ -240,6 +240,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   // A table whose outcome is checked gets its hold_ms with that outcome; the others (misses,
   // tables already gone) in one update of their own.
   std::vector<capture::TableResult> unconfirmed;
+  std::vector<capture::PendingOutcome> outcome_checks;
   for (const auto& t : result.tables) {
     metrics().count_snapshot(t.outcome);
     if (t.oid != 0 && (t.outcome == SnapshotOutcome::written || (substitute_ && t.outcome == SnapshotOutcome::deduplicated))) {
@@ -252,7 +253,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
                                 context_->client_addr,
                                 hold_ms,
                                 t.outcome == SnapshotOutcome::written};
-      outcomes_.push_back(std::move(p));
+      outcome_checks.push_back(std::move(p));
     } else {
       unconfirmed.push_back(t);
     }
@@ -274,7 +275,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   if (*ending == HoldEnding::failed_open)
     spdlog::warn("session {}: snapshot failed ({}: {}); statement relayed (fail open)", client,
                  capture::to_string(result.outcome), result.error);
-  if (*ending != HoldEnding::refused) return end(*ending, {}, {}, std::move(captured));
+  if (*ending != HoldEnding::refused) return end(*ending, {}, {}, std::move(captured), std::move(outcome_checks));
   std::string what;
   for (const auto& t : result.tables) {
     if (!what.empty()) what += ", ";
@@ -284,7 +285,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
       "predrop: refused " + context_->statement_kind + (what.empty() ? "" : " of " + what) +
           ": the snapshot could not be written (" + capture::to_string(result.outcome) +
           (result.error.empty() ? "" : ": " + result.error) + ")",
-      std::move(captured));
+      std::move(captured), std::move(outcome_checks));
 }
 
 void Hold::on_timeout(uint64_t id) {
@@ -319,29 +320,20 @@ void Hold::client_gone() {
 void Hold::stop() {
   stopped_ = true;
   if (timer_) timer_->cancel();
-  // Outcomes never confirmed (the session ended inside its transaction) still have their hold_ms.
-  if (capture_)
-    for (const auto& p : outcomes_)
-      if (p.hold_ms) {
-        capture::TableResult t;
-        t.outcome = p.hold_ms_on_snapshot ? SnapshotOutcome::written : SnapshotOutcome::deduplicated;
-        t.snapshot_id = p.snapshot_id;
-        t.event_id = p.event_id;
-        capture_->mark_hold({t}, *p.hold_ms);
-      }
-  outcomes_.clear();
 }
 
 // The held message is relayed (released, failed open: as sent, or as its quarantine substitute),
 // replaced by a statement that raises in its place (refused, cancelled), or dropped with the
 // session (client_left).
-void Hold::end(HoldEnding ending, std::string sqlstate, std::string message, std::vector<HeldTable> captured) {
+void Hold::end(HoldEnding ending, std::string sqlstate, std::string message, std::vector<HeldTable> captured,
+               std::vector<capture::PendingOutcome> outcome_checks) {
   if (timer_) timer_->cancel();
   metrics().hold_duration.observe(ms_since(started_) / 1000.0);
   metrics().hold_endings[static_cast<size_t>(ending)].fetch_add(1, std::memory_order_relaxed);
   HoldEnd e;
   e.ending = ending;
   e.captured = std::move(captured);
+  e.outcome_checks = std::move(outcome_checks);
   switch (ending) {
     case HoldEnding::released:
     case HoldEnding::failed_open:

@@ -88,6 +88,8 @@ struct HoldEnd {
   std::optional<StandIn> stand_in;
   // The tables the capture kept, for the decoder's after tracking (HoldInput::tracks_shape_changes).
   std::vector<HeldTable> captured;
+  // Its DROPs' outcome checks, for the transaction tracker: known when the transaction ends.
+  std::vector<capture::PendingOutcome> outcome_checks;
 };
 
 // What a hold needs of the session it holds for: where its callbacks run, whether the session still
@@ -121,21 +123,15 @@ class Hold {
   void begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCapture* capture);
   void cancel();        // a CancelRequest carried this session's key
   void client_gone();   // Terminate, close_notify or end of stream from the client
-  // The session closes: no ending, no callback from now on; outcome checks never confirmed keep
-  // their hold_ms.
+  // The session closes: no ending, no callback from now on.
   void stop();
-
-  // Outcome checks of the DROPs held so far whose fate is known only when their transaction ends
-  // (proxy/relay.cpp takes them at ReadyForQuery).
-  bool has_outcomes() const { return !outcomes_.empty(); }
-  std::vector<capture::PendingOutcome> take_outcomes() { return std::exchange(outcomes_, {}); }
 
  private:
   void record(capture::SnapshotOutcome outcome, std::string schema = {}, std::string table = {});
   void on_capture_done(uint64_t id, capture::SnapshotResult result);
   void on_timeout(uint64_t id);
-  void end(HoldEnding ending, std::string sqlstate = {}, std::string message = {},
-           std::vector<HeldTable> captured = {});
+  void end(HoldEnding ending, std::string sqlstate = {}, std::string message = {}, std::vector<HeldTable> captured = {},
+           std::vector<capture::PendingOutcome> outcome_checks = {});
 
   HoldHost& host_;
   HoldMachine machine_;
@@ -154,7 +150,6 @@ class Hold {
   std::string quarantine_schema_;   // of this hold's quarantine, for its outcome check
   int64_t quarantine_retention_s_ = 0;
   std::unique_ptr<boost::asio::steady_timer> timer_;
-  std::vector<capture::PendingOutcome> outcomes_;
 };
 
 }  // namespace predrop::proxy

@@ -530,10 +530,10 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
   if (ev.ready) {
     if (!fatal_.empty()) maybe_send_fatal();
     std::optional<std::string> prepared = decoder_->transactions().take_prepared_gid();
-    if (ev.status == 'I' && hold_.has_outcomes()) {
+    if (ev.status == 'I' && decoder_->transactions().has_outcome_checks()) {
       // A prepared transaction's DROPs have not happened yet: their check waits for its end.
       if (prepared) {
-        ctx_.prepared_outcomes.put(outcome_database(), *prepared, hold_.take_outcomes());
+        ctx_.prepared_outcomes.put(outcome_database(), *prepared, decoder_->transactions().take_outcome_checks());
       } else {
         confirm_outcomes();
       }
@@ -600,6 +600,16 @@ void Session::close(std::string_view why) {
   if (state_.closed()) return;
   const SessionPhase was = state_.move_to(SessionPhase::closed);
   hold_.stop();
+  // Outcomes never confirmed (the session ended inside its transaction) still have their hold_ms.
+  if (ctx_.capture && decoder_)
+    for (const auto& p : decoder_->transactions().take_outcome_checks())
+      if (p.hold_ms) {
+        capture::TableResult t;
+        t.outcome = p.hold_ms_on_snapshot ? capture::SnapshotOutcome::written : capture::SnapshotOutcome::deduplicated;
+        t.snapshot_id = p.snapshot_id;
+        t.event_id = p.event_id;
+        ctx_.capture->mark_hold({t}, *p.hold_ms);
+      }
   if (fatal_timer_) fatal_timer_->cancel();
   for (Pipe* p : {&front_, &back_})
     if (p->coalesce_timer) p->coalesce_timer->cancel();

@@ -18,6 +18,7 @@ std::weak_ptr<void> Session::hold_lifetime() { return weak_from_this(); }
 void Session::hold_ended(HoldEnd end) {
   Pipe& p = front_;
   decoder_->note_held(std::move(end.captured));
+  decoder_->transactions().await_end(std::move(end.outcome_checks));
   if (end.ending == HoldEnding::client_left) return close("client left during a hold");
   if (end.stand_in) {
     p.discard = hold_.held_bytes();
@@ -149,7 +150,7 @@ std::string Session::database() const {
 }
 
 void Session::confirm_outcomes() {
-  auto outcomes = hold_.take_outcomes();
+  auto outcomes = decoder_->transactions().take_outcome_checks();
   if (ctx_.capture) ctx_.capture->confirm_outcomes(outcome_database(), std::move(outcomes));
 }
 

@@ -1,9 +1,10 @@
 // The transactions of one session, as far as predrop acts on how they end (issue 24): the shape
 // changes each completed (the afters), the tables its held DROPs snapshotted (the before a recreate
 // completes), savepoints released or rolled back to, and PREPARE TRANSACTION with its later COMMIT or
-// ROLLBACK PREPARED. The decoder (proxy/decoder.hpp) feeds it what the server completed and how
-// each transaction ended, read off the wire; the session reads what to act on: the afters
-// (proxy/after.cpp) and the outcome checks a prepared transaction defers (proxy/relay.cpp).
+// ROLLBACK PREPARED, and the outcome checks of the DROPs its holds snapshotted. The decoder
+// (proxy/decoder.hpp) feeds it what the server completed and how each transaction ended, read off
+// the wire; the session adds each hold's outcome checks and reads what to act on: the afters
+// (proxy/after.cpp) and, at the transaction's end, the outcome checks (proxy/relay.cpp).
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "capture/outcome.hpp"
 #include "parser/parser.hpp"
 
 namespace predrop::proxy {
@@ -72,6 +74,15 @@ class TransactionTracker {
   // Changes not followed, past kMaxTransactionChanges in one transaction: they get no after.
   uint64_t changes_dropped() const { return changes_dropped_; }
 
+  // The outcome checks of a hold's DROPs (its HoldEnd): what became of them is known once the
+  // transaction ends, whether or not shape changes are followed. relay.cpp takes them at
+  // ReadyForQuery back to idle, and parks them under a prepared transaction's gid.
+  void await_end(std::vector<capture::PendingOutcome> checks) {
+    for (auto& c : checks) outcome_checks_.push_back(std::move(c));
+  }
+  bool has_outcome_checks() const { return !outcome_checks_.empty(); }
+  std::vector<capture::PendingOutcome> take_outcome_checks() { return std::exchange(outcome_checks_, {}); }
+
  private:
   void forget_open();
 
@@ -82,6 +93,7 @@ class TransactionTracker {
   ShapeOutcomes outcomes_;
   std::optional<std::string> prepared_gid_;
   uint64_t changes_dropped_ = 0;
+  std::vector<capture::PendingOutcome> outcome_checks_;
 };
 
 }  // namespace predrop::proxy

@@ -14,6 +14,7 @@
 //    (an answer for an earlier hold changes nothing);
 //  - the ending follows the answer and the policy: written → released; failed or timed out →
 //    failed_open, or refused under fail-closed; cancel → cancelled; client gone → client_left;
+//    only a written answer leaves outcome checks for the transaction's end;
 //  - when an ending is applied, the held message's bytes are all in the client buffer, where the
 //    hold found them; a release advances exactly held_bytes; a stand-in removes exactly those bytes,
 //    is whole messages of the held message's kind (a Query; Parse, Bind, Execute), and leaves the
@@ -125,13 +126,20 @@ struct MemorySession final : HoldHost, std::enable_shared_from_this<MemorySessio
       posted.pop_front();
       switch (what) {
         case Delivered::nothing_to_wait:
-        case Delivered::written: check(end.ending == HoldEnding::released); break;
+          check(end.ending == HoldEnding::released && end.outcome_checks.empty());
+          break;
+        case Delivered::written:
+          // Each table written leaves its DROP's outcome check for the transaction's end.
+          check(end.ending == HoldEnding::released && !end.outcome_checks.empty());
+          break;
         case Delivered::failed:
         case Delivered::timed_out:
           check(end.ending == (hold_fail_closed ? HoldEnding::refused : HoldEnding::failed_open));
+          check(end.outcome_checks.empty());
           break;
       }
     }
+    if (end.ending == HoldEnding::cancelled || end.ending == HoldEnding::client_left) check(end.outcome_checks.empty());
     // The held message is whole in the buffer, where it was when the hold began.
     check(held_at == scan && held_at + held_bytes <= client.size());
     check(std::memcmp(client.data() + held_at, held_copy.data(), held_bytes) == 0);
