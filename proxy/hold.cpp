@@ -147,15 +147,15 @@ void CaptureForHold::mark_hold(const std::vector<capture::TableResult>& tables, 
   service_.mark_hold(tables, hold_ms);
 }
 
-// A ledger row for a target that never reaches a capture.
-void Hold::record(SnapshotOutcome outcome, std::string schema, std::string table) {
-  if (!capture_) return;
+void record_intercepted(HoldCapture* capture, capture::StatementContext context, SnapshotOutcome outcome,
+                        std::string schema, std::string table) {
+  if (!capture) return;
   capture::EventRecord ev;
-  ev.ctx = *context_;
+  ev.ctx = std::move(context);
   ev.outcome = outcome;
   ev.schema = std::move(schema);
   ev.table = std::move(table);
-  capture_->record_event(std::move(ev));
+  capture->record_event(std::move(ev));
 }
 
 void Hold::begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCapture* capture) {
@@ -194,7 +194,7 @@ void Hold::begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCa
 
   for (const auto& [schema, table] : plan.skipped) {
     metrics().count_snapshot(SnapshotOutcome::policy_skip);
-    record(SnapshotOutcome::policy_skip, schema, table);
+    record_intercepted(capture_, *context_, SnapshotOutcome::policy_skip, schema, table);
   }
 
   auto exec = host_.hold_executor();
@@ -203,7 +203,7 @@ void Hold::begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCa
   if ((plan.request.targets.empty() && plan.request.yields.empty()) || disabled) {
     if (disabled && !plan.request.targets.empty()) {
       metrics().count_snapshot(SnapshotOutcome::disabled);
-      record(SnapshotOutcome::disabled);
+      record_intercepted(capture_, *context_, SnapshotOutcome::disabled);
     }
     // Nothing to wait for: relay at once, but not from inside the scan that began the hold.
     uint64_t id = machine_.begin(false);

@@ -80,6 +80,11 @@ class CaptureForHold final : public HoldCapture {
   capture::CaptureService& service_;
 };
 
+// A ledger row for an intercepted statement that never reaches a capture (a rule skipped it,
+// snapshots are off, the parser could not read it); nothing without a capture.
+void record_intercepted(HoldCapture* capture, capture::StatementContext context, capture::SnapshotOutcome outcome,
+                        std::string schema = {}, std::string table = {});
+
 // How a hold ended, for its host to apply to the held message (whole in the client's buffer).
 struct HoldEnd {
   HoldEnding ending = HoldEnding::released;
@@ -127,7 +132,6 @@ class Hold {
   void stop();
 
  private:
-  void record(capture::SnapshotOutcome outcome, std::string schema = {}, std::string table = {});
   void on_capture_done(uint64_t id, capture::SnapshotResult result);
   void on_timeout(uint64_t id);
   void end(HoldEnding ending, std::string sqlstate = {}, std::string message = {}, std::vector<HeldTable> captured = {},

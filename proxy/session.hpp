@@ -166,8 +166,6 @@ class Session : public std::enable_shared_from_this<Session>, private HoldHost {
   // after.cpp
   void capture_afters();
   capture::StatementContext statement_context(const parser::Facts& facts) const;
-  void record_ledger(capture::StatementContext context, capture::SnapshotOutcome outcome, std::string schema = {},
-                     std::string table = {});
 
   ProxyContext& ctx_;
   RelayCounters* counters_ = nullptr;   // its loop thread's, from start_relay on (a session never changes thread)

@@ -46,18 +46,6 @@ capture::StatementContext Session::statement_context(const parser::Facts& facts)
   return c;
 }
 
-// A ledger row for an intercepted statement that never reaches a capture.
-void Session::record_ledger(capture::StatementContext context, SnapshotOutcome outcome, std::string schema,
-                            std::string table) {
-  if (!ctx_.capture) return;
-  capture::EventRecord ev;
-  ev.ctx = std::move(context);
-  ev.outcome = outcome;
-  ev.schema = std::move(schema);
-  ev.table = std::move(table);
-  ctx_.capture->record_event(std::move(ev));
-}
-
 bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
   // A text the parser rejects comes with the scanner fallback's facts: what it read is held
   // below like any parsed target, and what it could not read leaves a trace here.
@@ -68,13 +56,13 @@ bool Session::should_hold(const std::shared_ptr<const parser::Facts>& facts) {
     spdlog::warn("session {}: statement the parser rejects and whose targets cannot be read (fingerprint {}): "
                  "relayed, recorded as unparsed: {}{}",
                  client_addr_, facts->fingerprint, text.substr(0, 200), text.size() > 200 ? "…" : "");
-    record_ledger(statement_context(*facts), SnapshotOutcome::unparsed);
+    record_intercepted(ctx_.hold_capture.get(), statement_context(*facts), SnapshotOutcome::unparsed);
   }
   if (facts->unresolved()) {
     metrics().unresolved_statements.fetch_add(1);
     spdlog::warn("session {}: statement may destroy what no parser can see (fingerprint {}): relayed, recorded as unresolved",
                  client_addr_, facts->fingerprint);
-    record_ledger(statement_context(*facts), SnapshotOutcome::unresolved);
+    record_intercepted(ctx_.hold_capture.get(), statement_context(*facts), SnapshotOutcome::unresolved);
   }
   if (facts->destroys()) return true;
   // What a quarantined table may still use (issue 22) waits only where a quarantine rule could have
