@@ -158,10 +158,6 @@ struct EventRecord {
 };
 
 
-// Told of each table an outcome check finds quarantined (any thread): the purger inside serve
-// enforces quarantine.max_tables / max_bytes at once rather than at its next round. One listener
-// per process; an empty function removes it.
-void set_quarantine_listener(std::function<void()> listener);
 
 struct CaptureStats {
   uint64_t pool_idle = 0, pool_busy = 0, queued = 0;

@@ -20,7 +20,7 @@
 #include "capture/conn_pool.hpp"
 #include "capture/ledger_writer.hpp"
 #include "capture/pg_async.hpp"
-#include "capture/quarantine_sql.hpp"
+#include "quarantine/move_sql.hpp"
 #include "capture/snapshot_pipeline.hpp"
 #include "capture/store_admin.hpp"
 #include "capture/store_health.hpp"
@@ -48,20 +48,7 @@ SELECT u.o::bigint,
   LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
 )SQL";
 
-std::mutex quarantine_listener_mutex;
-std::function<void()> quarantine_listener;
-
-void notify_quarantined() {
-  std::lock_guard lock(quarantine_listener_mutex);
-  if (quarantine_listener) quarantine_listener();
-}
-
 }  // namespace
-
-void set_quarantine_listener(std::function<void()> listener) {
-  std::lock_guard lock(quarantine_listener_mutex);
-  quarantine_listener = std::move(listener);
-}
 
 struct CaptureService::Impl {
   explicit Impl(CaptureConfig c)
@@ -241,7 +228,7 @@ struct CaptureService::Impl {
                                      p.event_id.empty() ? std::nullopt : std::optional(p.event_id),
                                      std::to_string(p.retention_s), p.application_name, p.client_addr};
                        ledger.exec([params = std::move(params)](const StoreSql&) {
-                         return BatchQuery{"predrop_quarantine_record_v1", quarantine_record_sql(kQuarantineStoreTable), params};
+                         return BatchQuery{"predrop_quarantine_record_v1", quarantine::quarantine_record_sql(quarantine::kQuarantineStoreTable), params};
                        }, "quarantine record");
                        continue;
                      }
@@ -251,7 +238,7 @@ struct CaptureService::Impl {
                      quarantine_ids.emplace_back();
                    }
                    if (std::any_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "quarantined"; }))
-                     notify_quarantined();
+                     quarantine::note_table_quarantined();
                    ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
                      return BatchQuery{"predrop_outcome_v2", s.outcome, outcome_params(pending, outcomes, quarantine_ids),
                                        Plan::follows_growth};

@@ -10,7 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "capture/catalog_queries.hpp"
-#include "capture/quarantine_sql.hpp"
+#include "quarantine/move_sql.hpp"
 #include "capture/store_writer.hpp"
 
 namespace predrop::capture {
@@ -263,9 +263,9 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
       }
       prepared_.insert(key);
       // Whether the later DROPs of this database may call the move's function.
-      run(job, BatchQuery{nullptr, capture::quarantine_move_function_check_sql(), {}}, [job, done](PgResult check) {
+      run(job, BatchQuery{nullptr, quarantine::quarantine_move_function_check_sql(), {}}, [job, done](PgResult check) {
         const bool usable = check.ok() && check.rows() == 1 && check.text(0, 0) == "t";
-        capture::note_move_function(job->req.ctx.database, usable);
+        quarantine::note_move_function(job->req.ctx.database, usable);
         if (!usable)
           spdlog::info("predrop quarantine in database {}: the move runs inline (its function {})",
                        job->req.ctx.database, check.ok() ? "is not installed for every role" : check.error);
@@ -293,7 +293,7 @@ void SnapshotPipeline::yield(const JobPtr& job) {
   Params params{job->req.yield_schema, pg_array_literal(kinds), pg_array_literal(names), pg_array_literal(schemas),
                 pg_array_literal(methods), pg_array_literal(path)};
   ++counters_.catalog;
-  run(job, BatchQuery{"predrop_quarantine_yield_v1", quarantine_yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
+  run(job, BatchQuery{"predrop_quarantine_yield_v1", quarantine::quarantine_yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
     if (!r.ok()) {
       // On a fresh connection the yield runs again (the connection may be handed over at once).
       job->yield_done = false;
@@ -315,8 +315,8 @@ void SnapshotPipeline::yield(const JobPtr& job) {
       if (!d.is_object() || !d.contains("predrop_quarantine")) continue;
       YieldedTable t{job->req.yields[n - 1].kind, d.value("schema", ""), d.value("table", ""), r.text(i, 2),
                      static_cast<uint32_t>(std::stoul(r.text(i, 1)))};
-      drop += (drop.empty() ? "DROP TABLE " : ", ") + quote_ident_always(job->req.yield_schema) + "." +
-              quote_ident_always(t.quarantine_table);
+      drop += (drop.empty() ? "DROP TABLE " : ", ") + quarantine::quote_ident_always(job->req.yield_schema) + "." +
+              quarantine::quote_ident_always(t.quarantine_table);
       found.push_back({std::move(t), std::move(detail)});
     }
     if (found.empty()) return prepare(job);
@@ -350,7 +350,7 @@ void SnapshotPipeline::record_yielded(const JobPtr& job, const std::vector<Purge
                   std::nullopt, std::nullopt, std::nullopt, std::string("0"), job->req.ctx.application_name,
                   job->req.ctx.client_addr, reason};
     ledger_.exec([params = std::move(params)](const StoreSql&) {
-      return BatchQuery{"predrop_quarantine_yielded_v1", quarantine_yielded_sql(kQuarantineStoreTable), params};
+      return BatchQuery{"predrop_quarantine_yielded_v1", quarantine::quarantine_yielded_sql(quarantine::kQuarantineStoreTable), params};
     }, "quarantine yield");
   }
   ledger_.write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, ms_since(job->started));

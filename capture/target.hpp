@@ -59,7 +59,7 @@ constexpr std::string_view to_string(TargetKind k) {
 }
 
 // What a later statement drops that a quarantined table may still use (issue 22); the yield
-// statement (capture/quarantine_sql.hpp) finds the tables that use it by this spelling.
+// statement (quarantine/move_sql.hpp) finds the tables that use it by this spelling.
 enum class YieldKind : uint8_t { role, tablespace, access_method, operator_class, operator_family, extension };
 
 constexpr std::string_view to_string(YieldKind k) {

@@ -11,7 +11,7 @@
 #include "proxy/console_command.hpp"
 #include "cli/diff_text.hpp"
 #include "cli/evidence_support.hpp"
-#include "cli/quarantine.hpp"
+#include "quarantine/held.hpp"
 #include "evidence/ages.hpp"
 #include "evidence/drift.hpp"
 #include "evidence/store_reader.hpp"
@@ -56,6 +56,11 @@ ConsoleReply failed(const std::string& words, const std::exception& e) {
   return ConsoleReply::error("58000", words + ": " + e.what());
 }
 
+// A console command's warnings (a database not reached, a store row not updated) go to serve's log.
+quarantine::Warn log_warning(const std::string& words) {
+  return [words](const std::string& line) { spdlog::warn("console: {}: {}", words, line); };
+}
+
 ConsoleReply needs_store(const std::string& words) {
   return ConsoleReply::error("55000", words + " reads the snapshot store, and this predrop has no store.conninfo");
 }
@@ -64,7 +69,7 @@ ConsoleReply show_quarantine(const std::string& args, const proxy::ConsoleCaller
   auto words = console_words(args);
   if (words.size() > 1) return ConsoleReply::error("42601", "SHOW QUARANTINE takes at most a database name");
   try {
-    json all = quarantine_list_json(cfg, words.empty() ? std::string() : unquoted(words[0]));
+    json all = quarantine::list(quarantine::reach_of(*cfg), words.empty() ? std::string() : unquoted(words[0]), log_warning("SHOW QUARANTINE"));
     return table_of(all, {"database", "id", "schema", "table", "quarantine_table", "bytes", "dropped_at", "dropped_by",
                           "age_s", "expires_in_s", "partitions", "dependents", "detached"});
   } catch (const std::exception& e) {
@@ -176,7 +181,7 @@ ConsoleReply undrop(const std::string& args, const proxy::ConsoleCaller& caller,
     auto [schema, name] = capture::split_qualified(table);
     if (database.empty()) {
       std::vector<std::string> holding;
-      for (const auto& e : quarantine_list_json(cfg, ""))
+      for (const auto& e : quarantine::list(quarantine::reach_of(*cfg), "", log_warning("UNDROP")))
         if (text_of(e["schema"]) == schema && text_of(e["table"]) == name &&
             std::find(holding.begin(), holding.end(), text_of(e["database"])) == holding.end())
           holding.push_back(text_of(e["database"]));
@@ -188,7 +193,7 @@ ConsoleReply undrop(const std::string& args, const proxy::ConsoleCaller& caller,
       database = holding[0];
     }
     spdlog::info("console: user {} from {}: UNDROP {}.{} in database {}", caller.user, caller.client_addr, schema, name, database);
-    json r = undrop_json(cfg, schema + "." + name, as, database);
+    json r = quarantine::undrop(quarantine::reach_of(*cfg), schema + "." + name, "", as, database, log_warning("UNDROP"));
     json row = {{"id", r["id"]}, {"database", r["database"]}, {"table", r["table"]}, {"from", r["from"]},
                 {"dropped_at", r["dropped_at"]}};
     std::string not_restored;

@@ -10,7 +10,7 @@
 #include "cli/evidence.hpp"
 #include "cli/console_commands.hpp"
 #include "cli/quarantine.hpp"
-#include "cli/quarantine_purger.hpp"
+#include "quarantine/purger.hpp"
 #include "policy/policy.hpp"
 #include "proxy/server.hpp"
 
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   auto cfg = std::make_shared<Config>(*base);
   flags(*cfg);
   auto baseline = predrop::cli::start_baseline_schedule(cfg, sf.config_path, flags);
-  predrop::cli::QuarantinePurger purger(cfg, sf.config_path, flags);
+  predrop::quarantine::Purger purger(cfg, sf.config_path, flags);
   auto ages = predrop::cli::start_ages_metric(cfg);
   auto pruner = predrop::cli::start_store_pruner(cfg);
   int rc = predrop::proxy::serve(cfg, sf.config_path, flags, predrop::cli::console_commands());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "parser/parser.hpp"
+#include "quarantine/substitute.hpp"
 #include "proxy/transaction_tracker.hpp"
 
 namespace predrop::proxy {
@@ -87,20 +88,12 @@ class MessageReader {
   bool ok_ = true;
 };
 
-// A statement predrop runs in the client's place (a quarantine's substitute, proxy/quarantine.hpp):
-// its replies are the client's, less what the substitute itself adds.
-struct Substitute {
-  uint16_t index = 0;   // which statement of the owed entry's text (an Execute's: 0)
-  std::string tag;      // the CommandComplete tag the client gets instead of "DO"
-  std::string text;     // the client's statement, as the substitute EXECUTEs it
-};
-using Substitutes = std::vector<Substitute>;
-// SQLSTATE of the warning a substitute raises for predrop alone (swallowed): it could not keep the
-// table and ran the statement for real; the message says why.
-inline constexpr std::string_view kSubstituteWarningState = "PQ001";
-// The error the substitute raises to roll back its trial of the client's statement (never sent:
-// the block catches it at once).
-inline constexpr std::string_view kSubstituteTrialState = "PQ000";
+// A statement predrop runs in the client's place is the quarantine's (quarantine/substitute.hpp):
+// the decoder only keeps, per owed entry, which replies belong to the client.
+using quarantine::Substitute;
+using quarantine::Substitutes;
+using quarantine::kSubstituteTrialState;
+using quarantine::kSubstituteWarningState;
 
 // The replies the server owes, oldest first. Each entry is one frontend message that the server
 // answers (or, for Sync, Query and FunctionCall, a ReadyForQuery it ends with).

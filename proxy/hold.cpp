@@ -81,7 +81,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
     const parser::Statement& st = in.facts->statements[index];
     apply_statement(&path, st, in_block, in.transaction_status);
     if (st.temporary) continue;
-    QuarantineStatement quarantine{index, {cfg.quarantine_schema, {}, {}, false, cfg.quarantine_max_bytes}, false};
+    quarantine::QuarantineStatement quarantine{index, {cfg.quarantine_schema, {}, {}, false, cfg.quarantine_max_bytes}, false};
     bool quarantines = false;
     for (const auto& t : st.targets) {
       metrics().intercepted_by_kind[static_cast<size_t>(t.kind)].fetch_add(1);
@@ -121,7 +121,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
     }
     if (quarantines) {
       // Only a statement a quarantine covers asks (the registry takes a process-wide lock).
-      quarantine.move.via_function = capture::move_function_usable(db);
+      quarantine.move.via_function = quarantine::move_function_usable(db);
       plan.quarantine.statements.push_back(std::move(quarantine));
     }
   }
@@ -129,7 +129,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   // database before IF NOT EXISTS; a least-privilege role's operator makes the schema).
   if (!plan.quarantine.empty()) {
     try {
-      req.prepare_sql = capture::quarantine_prepare_sql(cfg.quarantine_schema);
+      req.prepare_sql = quarantine::quarantine_prepare_sql(cfg.quarantine_schema);
     } catch (const std::exception&) {
       // A schema name the block cannot quote: no preparation; the move then falls back by itself.
     }
@@ -175,14 +175,14 @@ void Hold::begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCa
   substitute_.reset();
   quarantine_schema_.clear();
   if (!plan.quarantine.empty()) {
-    std::optional<SubstitutedText> text;
+    std::optional<quarantine::SubstitutedText> text;
     try {
-      text = substitute_text(*in.facts, plan.quarantine);
+      text = quarantine::substitute_text(*in.facts, plan.quarantine);
     } catch (const std::exception& e) {
       spdlog::warn("session {}: quarantine not possible for this statement ({}); it runs as sent", client, e.what());
     }
     if (text) {
-      substitute_ = std::make_unique<SubstitutedText>(std::move(*text));
+      substitute_ = std::make_unique<quarantine::SubstitutedText>(std::move(*text));
       quarantine_schema_ = cfg_->quarantine_schema;
       quarantine_retention_s_ = cfg_->quarantine_retention_s;
     } else {

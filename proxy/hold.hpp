@@ -21,7 +21,7 @@
 #include "parser/parser.hpp"
 #include "policy/policy.hpp"
 #include "proxy/hold_machine.hpp"
-#include "proxy/quarantine.hpp"
+#include "quarantine/substitute.hpp"
 #include "proxy/stand_in.hpp"
 
 namespace predrop::proxy {
@@ -44,7 +44,7 @@ struct HoldPlan {
   capture::SnapshotRequest request;
   std::vector<std::pair<std::string, std::string>> skipped;   // schema, table: a rule says skip
   bool fail_closed = false;
-  QuarantinePlan quarantine;   // statements a quarantine rule covers: substituted once released
+  quarantine::QuarantinePlan quarantine;   // statements a quarantine rule covers: substituted once released
 };
 // The rule that covers a relation, for the session `who`. Unqualified names (schema empty) are decided
 // by the first schema of `effective` that a rule names, else its first; schema_for_policy says which
@@ -150,7 +150,7 @@ class Hold {
   std::chrono::steady_clock::time_point started_;
   // Allocated on the first hold: most sessions never hold, and an idle session should cost little.
   std::unique_ptr<capture::StatementContext> context_;
-  std::unique_ptr<SubstitutedText> substitute_;
+  std::unique_ptr<quarantine::SubstitutedText> substitute_;
   std::string quarantine_schema_;   // of this hold's quarantine, for its outcome check
   int64_t quarantine_retention_s_ = 0;
   std::unique_ptr<boost::asio::steady_timer> timer_;

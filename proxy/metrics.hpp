@@ -57,7 +57,7 @@ struct Metrics {
   std::array<std::atomic<uint64_t>, capture::kSnapshotOutcomeCount> snapshots{};   // by SnapshotOutcome
   std::atomic<uint64_t> protocol_desync{0};   // server replies that matched nothing the decoder saw owed
   std::array<std::atomic<uint64_t>, 5> hold_endings{};   // by HoldEnding
-  // Quarantine (proxy/quarantine.hpp): statements substituted, and those whose substitute could not
+  // Quarantine (quarantine/substitute.hpp): statements substituted, and those whose substitute could not
   // keep its tables (or that could not be substituted) and ran as sent.
   std::atomic<uint64_t> quarantine_substitutions{0};
   std::atomic<uint64_t> quarantine_fallbacks{0};

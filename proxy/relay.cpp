@@ -508,22 +508,17 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
     if (!ev.substitute_warning.empty()) note_substitute_fallback(ev.substitute_warning);
     return Verdict::swallow;
   }
-  if (ev.substitute) {
-    if (msg[0] == 'C') {
-      p.inject += wire::command_complete(ev.substitute->tag);
+  if (ev.substitute || ev.refusal_error) {
+    // The server's answer to a stand-in (proxy/stand_in.hpp), less what only the stand-in has.
+    StandInReply reply = stand_in_reply(ev, msg, total);
+    if (reply.replacement) {
+      p.inject += *reply.replacement;
       return Verdict::replace;
     }
-    size_t new_total = wire::remove_substitute_context(msg, total, ev.substitute->text);
-    if (new_total != total) shrink_message(p, total, new_total), total = new_total;
+    if (reply.total != total) shrink_message(p, total, reply.total), total = reply.total;
   }
   if (ev.sasl_offer && strip_plus_) {
     size_t new_total = wire::strip_scram_plus(msg, total);
-    if (new_total != total) shrink_message(p, total, new_total), total = new_total;
-  }
-  if (ev.refusal_error) {
-    // The server's answer to predrop's stand-in for a refused or cancelled statement: the error is
-    // the server's own, less the PL/pgSQL context line that only the stand-in has.
-    size_t new_total = wire::remove_error_field(msg, total, 'W');
     if (new_total != total) shrink_message(p, total, new_total), total = new_total;
   }
   if (ev.backend_key) ctx_.registry.set_key(shared_from_this(), ev.key);

@@ -116,7 +116,7 @@ void Session::note_substitute_fallback(const std::string& why) {
   metrics().quarantine_fallbacks.fetch_add(1, std::memory_order_relaxed);
   // Someone took the function away (or its grants) since the capture found it: this database's
   // moves run inline from now on.
-  if (why.find(capture::kMoveFunctionMissing) != std::string::npos) capture::note_move_function(outcome_database(), false);
+  if (why.find(quarantine::kMoveFunctionMissing) != std::string::npos) quarantine::note_move_function(outcome_database(), false);
   metrics().count_snapshot(SnapshotOutcome::not_quarantined);
   spdlog::warn("session {}: quarantine could not keep the table, the statement ran for real after its snapshot: {}",
                client_addr_, why);

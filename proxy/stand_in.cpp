@@ -52,4 +52,11 @@ StandIn substitute_stand_in(char held_type, std::string_view sql, std::shared_pt
   return s;
 }
 
+StandInReply stand_in_reply(const BackendEvent& ev, char* msg, size_t total) {
+  if (ev.substitute && msg[0] == 'C') return {wire::command_complete(ev.substitute->tag), total};
+  if (ev.substitute) total = wire::remove_substitute_context(msg, total, ev.substitute->text);
+  if (ev.refusal_error) total = wire::remove_error_field(msg, total, 'W');
+  return {std::nullopt, total};
+}
+
 }  // namespace predrop::proxy

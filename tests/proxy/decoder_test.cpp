@@ -875,6 +875,60 @@ TEST(StandIn, ASubstituteCarriesItsStatementsToTheDecoder) {
   EXPECT_EQ(ms[0].second, std::string("DO $q$BEGIN NULL; END$q$") + std::string(1, '\0'));
 }
 
+// An ErrorResponse whose context field (W) is `context`; "" for none.
+std::string error_with_context(std::string_view context) {
+  std::string body;
+  for (auto [code, value] : {std::pair<char, std::string_view>{'S', "ERROR"}, {'C', "55000"}, {'M', "predrop: refused"}}) {
+    body.push_back(code);
+    body.append(value).push_back('\0');
+  }
+  if (!context.empty()) body.append("W").append(context).push_back('\0');
+  body.push_back('\0');
+  std::string m = "E....";
+  m += body;
+  const uint32_t len = static_cast<uint32_t>(m.size() - 1);
+  for (int i = 0; i < 4; ++i) m[1 + i] = static_cast<char>(len >> (24 - 8 * i));
+  return m;
+}
+
+TEST(StandInReply, ARefusalsErrorLosesTheContextOnlyTheStandInHas) {
+  BackendEvent ev;
+  ev.refusal_error = true;
+  std::string msg = error_with_context("PL/pgSQL function inline_code_block line 1 at RAISE");
+  StandInReply r = stand_in_reply(ev, msg.data(), msg.size());
+  EXPECT_FALSE(r.replacement);
+  EXPECT_EQ(msg.substr(0, r.total), error_with_context(""));
+}
+
+TEST(StandInReply, ASubstitutesCommandCompleteBecomesTheStatementsTag) {
+  Substitute sub{0, "DROP TABLE", "DROP TABLE victim"};
+  BackendEvent ev;
+  ev.substitute = &sub;
+  std::string msg = command_complete("DO");
+  StandInReply r = stand_in_reply(ev, msg.data(), msg.size());
+  ASSERT_TRUE(r.replacement);
+  EXPECT_EQ(*r.replacement, command_complete("DROP TABLE"));
+}
+
+TEST(StandInReply, ASubstitutesErrorLosesTheLinesNamingTheSubstitute) {
+  Substitute sub{0, "DROP TABLE", "DROP TABLE victim"};
+  BackendEvent ev;
+  ev.substitute = &sub;
+  std::string msg = error_with_context("SQL function \"f\" statement 1\nSQL statement \"DROP TABLE victim\"\nPL/pgSQL function inline_code_block line 5 at EXECUTE");
+  StandInReply r = stand_in_reply(ev, msg.data(), msg.size());
+  EXPECT_FALSE(r.replacement);
+  EXPECT_EQ(msg.substr(0, r.total), error_with_context("SQL function \"f\" statement 1"));
+}
+
+TEST(StandInReply, AnyOtherReplyIsLeftAsTheServerSentIt) {
+  BackendEvent ev;
+  std::string msg = error_with_context("PL/pgSQL function f() line 1 at RAISE");
+  const std::string before = msg;
+  StandInReply r = stand_in_reply(ev, msg.data(), msg.size());
+  EXPECT_FALSE(r.replacement);
+  EXPECT_EQ(msg.substr(0, r.total), before);
+}
+
 TEST_F(DecoderFixture, ASubstituteOfAnExecuteGoesAsTheUnnamedStatementAndKeepsTheClientsReply) {
   front(d, parse("", "DROP TABLE victim"));
   front(d, bind_msg("", ""));

@@ -15,7 +15,7 @@ roles are cluster-wide), so tests run in parallel:
     q.finish()
 
 Environment: PGHOST PGPORT (superuser postgres, trust), PREDROP_BIN, QUARANTINE_SQL_PRINT (the
-test-only printer of capture/quarantine_sql.hpp), PREDROP_SOURCE_DIR.
+test-only printer of quarantine/move_sql.hpp), PREDROP_SOURCE_DIR.
 """
 import json
 import os

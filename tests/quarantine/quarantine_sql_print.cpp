@@ -1,4 +1,4 @@
-// Test-only: prints the quarantine SQL of capture/quarantine_sql.hpp, so the tests run exactly
+// Test-only: prints the quarantine SQL of quarantine/move_sql.hpp, so the tests run exactly
 // what the proxy runs, in sessions of their own.
 //   quarantine_sql_print move [--schema Q] [--cascade] [--max-bytes N] [--function] [--schema-drop S]... [--real NAME]... NAME...
 //     (--function: the call of the installed function, as the proxy sends it once the capture found it)
@@ -7,10 +7,10 @@
 #include <iostream>
 #include <string>
 
-#include "capture/quarantine_sql.hpp"
+#include "quarantine/move_sql.hpp"
 
 int main(int argc, char** argv) {
-  using namespace predrop::capture;
+  using namespace predrop::quarantine;
   if (argc < 2) {
     std::cerr << "usage: quarantine_sql_print move|prepare|catalog [options] [NAME...]\n";
     return 2;

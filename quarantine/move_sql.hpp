@@ -5,11 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace predrop::capture {
+namespace predrop::quarantine {
 
 struct QuarantineTarget {
   std::string schema, table;  // schema "" = resolved through the session's search_path
@@ -56,6 +57,12 @@ std::string quarantine_move_function_check_sql();
 void note_move_function(const std::string& database, bool usable);
 bool move_function_usable(const std::string& database);
 
+// Told of each table an outcome check finds quarantined (any thread): the purger inside serve
+// (quarantine/purger.hpp) enforces quarantine.max_tables / max_bytes at once rather than at its
+// next round. One listener per process; an empty function removes it.
+void set_table_quarantined_listener(std::function<void()> listener);
+void note_table_quarantined();
+
 // Run by predrop's capture role in a database: the schema, and CREATE (not USAGE) for everyone,
 // so any owner can move a table in and nobody but the schema's owner can reach it afterwards; and
 // the move as a function (SECURITY INVOKER) in a schema of its own that everyone may use, where the
@@ -90,4 +97,4 @@ std::string quarantine_yield_find_sql();
 std::string quote_qualified_ident(std::string_view qualified);
 std::string quote_ident_always(std::string_view name);
 
-}  // namespace predrop::capture
+}  // namespace predrop::quarantine

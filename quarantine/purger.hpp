@@ -10,24 +10,24 @@
 #include <memory>
 #include <string>
 
-#include "cli/fleet_schedule.hpp"
+#include "evidence/fleet_schedule.hpp"
 #include "policy/policy.hpp"
 
-namespace predrop::cli {
+namespace predrop::quarantine {
 
 inline constexpr int kQuarantineLockClass = 1885434225;  // "pdqq"
 
-// Its rounds (cli/fleet_schedule.hpp), kicked early by each table quarantined while a cap is set.
-class QuarantinePurger {
+// Its rounds (evidence/fleet_schedule.hpp), kicked early by each table quarantined while a cap is set.
+class Purger {
  public:
-  QuarantinePurger(std::shared_ptr<const policy::Config> config, std::string config_path, FleetSchedule::Overrides overrides);
-  ~QuarantinePurger();
-  QuarantinePurger(const QuarantinePurger&) = delete;
-  QuarantinePurger& operator=(const QuarantinePurger&) = delete;
+  Purger(std::shared_ptr<const policy::Config> config, std::string config_path, evidence::FleetSchedule::Overrides overrides);
+  ~Purger();
+  Purger(const Purger&) = delete;
+  Purger& operator=(const Purger&) = delete;
   void stop();
 
  private:
-  std::unique_ptr<FleetSchedule> schedule_;
+  std::unique_ptr<evidence::FleetSchedule> schedule_;
 };
 
-}  // namespace predrop::cli
+}  // namespace predrop::quarantine

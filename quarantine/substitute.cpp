@@ -1,8 +1,8 @@
-#include "proxy/quarantine.hpp"
+#include "quarantine/substitute.hpp"
 
 #include <algorithm>
 
-namespace predrop::proxy {
+namespace predrop::quarantine {
 
 namespace {
 
@@ -28,7 +28,7 @@ std::string substitute_sql(std::string_view text, const QuarantineStatement& q) 
   // Via the installed function the move is a few statements of this block; inline it is a DO block
   // of its own, run by EXECUTE.
   const bool call = q.move.via_function;
-  const std::string move = call ? capture::quarantine_move_statements(q.move) : capture::quarantine_move_sql(q.move);
+  const std::string move = call ? quarantine_move_statements(q.move) : quarantine_move_sql(q.move);
   const std::string s = dollar_tag("predrop_s", {text, move});
   const std::string m = dollar_tag("predrop_m", {text, move, s});
   std::string stmt = s + std::string(text) + s;
@@ -74,4 +74,4 @@ std::optional<SubstitutedText> substitute_text(const parser::Facts& facts, const
   return out;
 }
 
-}  // namespace predrop::proxy
+}  // namespace predrop::quarantine

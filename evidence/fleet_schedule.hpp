@@ -22,7 +22,7 @@
 #include "evidence/store_reader.hpp"
 #include "policy/policy.hpp"
 
-namespace predrop::cli {
+namespace predrop::evidence {
 
 // libpq conninfo (key=value or URI) with dbname set to `dbname`, as key=value text.
 std::string conninfo_with_dbname(const std::string& conninfo, const std::string& dbname);
@@ -105,4 +105,4 @@ class RoundLock {
   bool held_ = false;
 };
 
-}  // namespace predrop::cli
+}  // namespace predrop::evidence

@@ -1,14 +1,15 @@
-// The quarantine purger's figures (cli/quarantine_purger.cpp), for the admin endpoint's /metrics:
+// The quarantine purger's figures (quarantine/purger.cpp), for the admin endpoint's /metrics:
 // gauges from its last scan, counters of what it purged, and the store's count of undrops (an
 // undrop runs in `predrop undrop`, another process, so the store is where serve learns of it).
-// Header-only: the purger lives outside proxy/ and sets these; admin.cpp renders them.
+// Header-only: the purger sets these and proxy/admin.cpp renders them, without either linking
+// the other.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <string>
 
-namespace predrop::proxy {
+namespace predrop::quarantine {
 
 struct QuarantineMetrics {
   std::atomic<bool> scanned{false};  // no gauge before the first scan: an unknown is not a zero
@@ -49,4 +50,4 @@ inline void render_quarantine_metrics(std::string& out) {
            "# TYPE predrop_undrops_total counter\npredrop_undrops_total " + std::to_string(m.undrops.load()) + "\n";
 }
 
-}  // namespace predrop::proxy
+}  // namespace predrop::quarantine

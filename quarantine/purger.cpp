@@ -1,4 +1,4 @@
-#include "cli/quarantine_purger.hpp"
+#include "quarantine/purger.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -7,11 +7,13 @@
 #include <map>
 #include <set>
 
-#include "capture/capture.hpp"
-#include "cli/quarantine.hpp"
-#include "proxy/quarantine_metrics.hpp"
+#include "quarantine/held.hpp"
+#include "quarantine/metrics.hpp"
 
-namespace predrop::cli {
+namespace predrop::quarantine {
+
+using evidence::FleetSchedule;
+using evidence::RoundLock;
 
 using capture::Params;
 using evidence::PgSession;
@@ -25,10 +27,10 @@ struct Held {
 
 void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<const policy::Config>& cfg,
               const FleetSchedule::Round&) {
-  const QuarantineSettings qs = quarantine_settings(*cfg);
+  const Settings qs = settings_of(*cfg);
   if (cfg->capture_conninfo.empty()) return;
   // Every round purges what is due then, and a kicked one comes between: no round to claim.
-  RoundLock round_lock(store_conninfo_of(*cfg), "predrop-quarantine-purger", kQuarantineLockClass, kQuarantineStoreTable);
+  RoundLock round_lock(evidence::store_conninfo_of(*cfg), "predrop-quarantine-purger", kQuarantineLockClass, kQuarantineStoreTable);
   if (!round_lock.try_lock()) {
     log.debug("quarantine: another predrop holds the purge lock; skipping this round");
     return;
@@ -46,7 +48,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
     for (const auto& name : connectable_databases(cfg->capture_conninfo, "predrop-quarantine-purger")) {
       if (fs.stopping()) break;
       try {
-        auto db = std::make_shared<PgSession>(conninfo_with_dbname(cfg->capture_conninfo, name), "predrop-quarantine-purger");
+        auto db = std::make_shared<PgSession>(evidence::conninfo_with_dbname(cfg->capture_conninfo, name), "predrop-quarantine-purger");
         // Only a quarantine this role owns (it ran the prepare SQL, or is a member of who did)
         // is this predrop's to count and purge: another fleet's is left to that fleet.
         auto own = db->exec("SELECT pg_has_role(nspowner, 'MEMBER') FROM pg_namespace WHERE nspname = $1", Params{qs.schema});
@@ -66,7 +68,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
     }
   }
   std::stable_sort(all.begin(), all.end(), [](const Held& a, const Held& b) { return a.t.dropped_at < b.t.dropped_at; });
-  auto& metrics = proxy::quarantine_metrics();
+  auto& metrics = quarantine_metrics();
   std::vector<bool> kept(all.size(), true);
   auto purge = [&](size_t i, const char* reason) {
     const auto& h = all[i].t;
@@ -145,11 +147,10 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
 
 }  // namespace
 
-QuarantinePurger::QuarantinePurger(std::shared_ptr<const policy::Config> config, std::string config_path,
-                                   FleetSchedule::Overrides overrides) {
+Purger::Purger(std::shared_ptr<const policy::Config> config, std::string config_path, FleetSchedule::Overrides overrides) {
   FleetSchedule::Task task;
   task.name = "quarantine: purge";
-  task.interval_s = [](const policy::Config& c) { return quarantine_settings(c).purge_interval_s; };
+  task.interval_s = [](const policy::Config& c) { return settings_of(c).purge_interval_s; };
   task.run = round_of;
   // A new table in quarantine: a cap it passes is enforced now, oldest first, not next round.
   // Under churn every DROP quarantines a table and kicks; a round (its connections, its listing,
@@ -159,14 +160,14 @@ QuarantinePurger::QuarantinePurger(std::shared_ptr<const policy::Config> config,
   task.kick_starts_round = [](const policy::Config& c) { return c.quarantine_max_tables > 0 || c.quarantine_max_bytes != 0; };
   task.kicked_round_spacing = std::chrono::seconds(1);
   schedule_ = std::make_unique<FleetSchedule>(std::move(config), std::move(config_path), std::move(overrides), std::move(task));
-  capture::set_quarantine_listener([s = schedule_.get()] { s->kick(); });
+  set_table_quarantined_listener([s = schedule_.get()] { s->kick(); });
 }
 
-QuarantinePurger::~QuarantinePurger() { stop(); }
+Purger::~Purger() { stop(); }
 
-void QuarantinePurger::stop() {
-  capture::set_quarantine_listener({});
+void Purger::stop() {
+  set_table_quarantined_listener({});
   schedule_->stop();
 }
 
-}  // namespace predrop::cli
+}  // namespace predrop::quarantine

@@ -1,4 +1,4 @@
-#include "capture/quarantine_sql.hpp"
+#include "quarantine/move_sql.hpp"
 
 #include <nlohmann/json.hpp>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include "capture/snapshot.hpp"
 
-namespace predrop::capture {
+namespace predrop::quarantine {
 
 namespace {
 
@@ -596,7 +596,7 @@ std::string quote_ident_always(std::string_view name) {
 }
 
 std::string quote_qualified_ident(std::string_view qualified) {
-  auto [schema, table] = split_qualified(qualified);
+  auto [schema, table] = capture::split_qualified(qualified);
   return quote_ident_always(schema) + "." + quote_ident_always(table);
 }
 
@@ -681,6 +681,21 @@ void note_move_function(const std::string& database, bool usable) {
 bool move_function_usable(const std::string& database) {
   std::lock_guard lock(move_function_mutex);
   return move_function_databases.count(database) > 0;
+}
+
+namespace {
+std::mutex table_quarantined_mutex;
+std::function<void()> table_quarantined_listener;
+}  // namespace
+
+void set_table_quarantined_listener(std::function<void()> listener) {
+  std::lock_guard lock(table_quarantined_mutex);
+  table_quarantined_listener = std::move(listener);
+}
+
+void note_table_quarantined() {
+  std::lock_guard lock(table_quarantined_mutex);
+  if (table_quarantined_listener) table_quarantined_listener();
 }
 
 namespace {
@@ -838,4 +853,4 @@ SELECT DISTINCT ON (c.oid) tree.n, c.oid::bigint, c.relname::text, pg_catalog.ob
  ORDER BY c.oid, tree.n)SQL";
 }
 
-}  // namespace predrop::capture
+}  // namespace predrop::quarantine

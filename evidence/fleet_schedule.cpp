@@ -1,4 +1,4 @@
-#include "cli/fleet_schedule.hpp"
+#include "evidence/fleet_schedule.hpp"
 
 #include <libpq-fe.h>
 
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string_view>
 
-namespace predrop::cli {
+namespace predrop::evidence {
 
 namespace asio = boost::asio;
 using Clock = FleetSchedule::Clock;
@@ -238,4 +238,4 @@ void RoundLock::release() {
   }
 }
 
-}  // namespace predrop::cli
+}  // namespace predrop::evidence

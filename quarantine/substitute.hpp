@@ -3,7 +3,7 @@
 //   1. runs the client's statement in a subtransaction and rolls it back: the server itself checks
 //      it (missing table, dependents without CASCADE, owner, wrong kind, IF EXISTS) and sends its
 //      own notices and errors, which reach the client less the context line the DO adds;
-//   2. moves the tables into the quarantine schema instead (capture/quarantine_sql.hpp);
+//   2. moves the tables into the quarantine schema instead (quarantine/move_sql.hpp);
 //   3. if the move cannot keep them, runs the client's statement for real (its answer was already
 //      given) and tells predrop why in a warning the client never sees.
 // The DO's CommandComplete becomes the statement's own tag. So the transaction, the answers and a
@@ -16,16 +16,30 @@
 #include <string_view>
 #include <vector>
 
-#include "capture/quarantine_sql.hpp"
+#include "quarantine/move_sql.hpp"
 #include "parser/parser.hpp"
-#include "proxy/decoder.hpp"
 
-namespace predrop::proxy {
+namespace predrop::quarantine {
+
+// A statement predrop runs in the client's place (a quarantine's substitute, below):
+// its replies are the client's, less what the substitute itself adds.
+struct Substitute {
+  uint16_t index = 0;   // which statement of the owed entry's text (an Execute's: 0)
+  std::string tag;      // the CommandComplete tag the client gets instead of "DO"
+  std::string text;     // the client's statement, as the substitute EXECUTEs it
+};
+using Substitutes = std::vector<Substitute>;
+// SQLSTATE of the warning a substitute raises for predrop alone (swallowed): it could not keep the
+// table and ran the statement for real; the message says why.
+inline constexpr std::string_view kSubstituteWarningState = "PQ001";
+// The error the substitute raises to roll back its trial of the client's statement (never sent:
+// the block catches it at once).
+inline constexpr std::string_view kSubstituteTrialState = "PQ000";
 
 // One statement of the client's text replaced by its substitute.
 struct QuarantineStatement {
   size_t index = 0;                 // in the text's statements
-  capture::QuarantineMove move;
+  QuarantineMove move;
   bool drop_schema = false;         // the real statement runs after the move (the schema's rest)
 };
 
@@ -45,4 +59,4 @@ struct SubstitutedText {
 };
 std::optional<SubstitutedText> substitute_text(const parser::Facts& facts, const QuarantinePlan& plan);
 
-}  // namespace predrop::proxy
+}  // namespace predrop::quarantine
