@@ -67,27 +67,25 @@ ConsoleReply config_reply(const policy::Config& config) {
 
 class Console : public std::enable_shared_from_this<Console> {
  public:
-  explicit Console(std::shared_ptr<Session> session)
-      : s_(std::move(session)), ctx_(s_->ctx_), cfg_(s_->cfg_), user_(s_->params_.get("user")) {}
+  explicit Console(ConsoleLink link) : link_(std::move(link)), ctx_(link_.ctx), cfg_(link_.cfg), user_(link_.user) {}
 
   void start() {
-    s_->console_handler_ = weak_from_this();
     // The server ends an authentication that outlasts its authentication_timeout, but a console
     // waiting on the client's answer would not see that: the console bounds it too.
-    auth_timer_ = std::make_unique<asio::steady_timer>(s_->executor());
+    auth_timer_ = std::make_unique<asio::steady_timer>(link_.executor);
     auth_timer_->expires_after(std::chrono::milliseconds(cfg_->limits.startup_timeout_ms) + std::chrono::seconds(60));
     auth_timer_->async_wait([weak = weak_from_this()](boost::system::error_code ec) {
       auto self = weak.lock();
       if (ec || !self || self->phase_ == Phase::commands) return;
-      spdlog::info("console {}: authentication not finished in time", self->s_->client_addr_);
-      self->s_->close("console authentication timeout");
+      spdlog::info("console {}: authentication not finished in time", self->link_.client_addr);
+      self->link_.close("console authentication timeout");
     });
     read_server();
   }
 
   void terminate_admin_shutdown() {
-    if (s_->state_.closed()) return;
-    if (phase_ != Phase::commands) return s_->close("shutdown");
+    if (link_.closed()) return;
+    if (phase_ != Phase::commands) return link_.close("shutdown");
     send(wire::error_response("FATAL", "57P01", "terminating connection due to administrator command (predrop shutting down)"));
     close_after_send("shutdown");
   }
@@ -101,19 +99,19 @@ class Console : public std::enable_shared_from_this<Console> {
     auto whole = std::make_shared<std::string>(wire::kHeaderLen, '\0');
     from.async_read_exactly(asio::buffer(*whole), [self = shared_from_this(), &from, max, whole,
                                                    next = std::move(next)](boost::system::error_code ec, size_t) mutable {
-      if (self->s_->state_.closed()) return;
-      if (ec) return self->s_->close(&from == self->s_->upstream_.get() ? "the server left" : "client left");
+      if (self->link_.closed()) return;
+      if (ec) return self->link_.close(&from == &self->link_.server ? "the server left" : "client left");
       uint32_t len = wire::read_u32(whole->data() + 1);
       if (len < 4 || len - 4 > max) {
-        if (&from == self->s_->upstream_.get()) return self->s_->close("the server sent a message out of bounds");
+        if (&from == &self->link_.server) return self->link_.close("the server sent a message out of bounds");
         self->send(wire::error_response("FATAL", "08P01", "invalid message length"));
         return self->close_after_send("console message out of bounds");
       }
       whole->resize(wire::kHeaderLen + len - 4);
       from.async_read_exactly(asio::buffer(whole->data() + wire::kHeaderLen, len - 4),
                               [self, whole, next = std::move(next), &from](boost::system::error_code ec, size_t) {
-        if (self->s_->state_.closed()) return;
-        if (ec) return self->s_->close(&from == self->s_->upstream_.get() ? "the server left" : "client left");
+        if (self->link_.closed()) return;
+        if (ec) return self->link_.close(&from == &self->link_.server ? "the server left" : "client left");
         char type = (*whole)[0];   // before the move: arguments are evaluated in no set order
         next(type, std::move(*whole));
       });
@@ -123,16 +121,16 @@ class Console : public std::enable_shared_from_this<Console> {
   // ---- authenticating: the server's requests, the client's answers ----
 
   void read_server() {
-    read_message(*s_->upstream_, kMaxAuthMessage,
+    read_message(link_.server, kMaxAuthMessage,
                  [self = shared_from_this()](char type, std::string msg) { self->on_server_message(type, std::move(msg)); });
   }
 
   void on_server_message(char type, std::string msg) {
     switch (type) {
       case 'R': {
-        if (msg.size() < wire::kHeaderLen + 4) return s_->close("the server sent a short authentication request");
+        if (msg.size() < wire::kHeaderLen + 4) return link_.close("the server sent a short authentication request");
         uint32_t code = wire::read_u32(msg.data() + wire::kHeaderLen);
-        if (code == 10 && s_->strip_plus_) msg.resize(wire::strip_scram_plus(msg.data(), msg.size()));
+        if (code == 10 && link_.strip_scram_plus) msg.resize(wire::strip_scram_plus(msg.data(), msg.size()));
         send(std::move(msg));
         if (code == 0) authenticated_ = true;
         if (code == 0 || code == 12) return read_server();   // AuthenticationOk, SASLFinal: nothing to answer
@@ -155,17 +153,17 @@ class Console : public std::enable_shared_from_this<Console> {
         send(std::move(msg));
         return read_server();
       case 'Z':
-        if (!authenticated_) return s_->close("the server was ready before authenticating");
+        if (!authenticated_) return link_.close("the server was ready before authenticating");
         return check_membership();
       default:
-        spdlog::warn("console {}: the server sent message type '{}' during authentication", s_->client_addr_, type);
-        return s_->close("unexpected message from the server during authentication");
+        spdlog::warn("console {}: the server sent message type '{}' during authentication", link_.client_addr, type);
+        return link_.close("unexpected message from the server during authentication");
     }
   }
 
   void read_client_answer() {
-    read_message(s_->client_, kMaxAuthMessage, [self = shared_from_this()](char type, std::string msg) {
-      if (type == 'X') return self->s_->close("client left during authentication");
+    read_message(link_.client, kMaxAuthMessage, [self = shared_from_this()](char type, std::string msg) {
+      if (type == 'X') return self->link_.close("client left during authentication");
       if (type != 'p') {
         // The server's words for anything but an answer here.
         self->send(wire::error_response("FATAL", "08P01",
@@ -173,8 +171,8 @@ class Console : public std::enable_shared_from_this<Console> {
         return self->close_after_send("client sent no password response");
       }
       auto out = std::make_shared<std::string>(std::move(msg));
-      self->s_->upstream_->async_write(asio::buffer(*out), [self, out](boost::system::error_code ec, size_t) {
-        if (ec) return self->s_->close("the server left during authentication");
+      self->link_.server.async_write(asio::buffer(*out), [self, out](boost::system::error_code ec, size_t) {
+        if (ec) return self->link_.close("the server left during authentication");
         self->read_server();
       });
     });
@@ -191,14 +189,14 @@ class Console : public std::enable_shared_from_this<Console> {
                       wire::e_literal(cfg_->console_role);
     auto out = std::make_shared<std::string>();
     wire::append_message(*out, 'Q', std::string_view(sql.c_str(), sql.size() + 1));
-    s_->upstream_->async_write(asio::buffer(*out), [self = shared_from_this(), out](boost::system::error_code ec, size_t) {
-      if (ec) return self->s_->close("the server left before the console's membership check");
+    link_.server.async_write(asio::buffer(*out), [self = shared_from_this(), out](boost::system::error_code ec, size_t) {
+      if (ec) return self->link_.close("the server left before the console's membership check");
       self->read_membership();
     });
   }
 
   void read_membership() {
-    read_message(*s_->upstream_, kMaxAuthMessage, [self = shared_from_this()](char type, std::string msg) {
+    read_message(link_.server, kMaxAuthMessage, [self = shared_from_this()](char type, std::string msg) {
       if (type == 'D' && msg.size() >= wire::kHeaderLen + 2 + 4 + 1) {
         self->member_ = wire::read_u32(msg.data() + wire::kHeaderLen + 2) == 1 && msg[wire::kHeaderLen + 6] == 't';
       } else if (type == 'E') {
@@ -206,7 +204,7 @@ class Console : public std::enable_shared_from_this<Console> {
         self->membership_error_ = f.sqlstate + " " + f.message;
       } else if (type == 'Z') {
         if (!self->membership_error_.empty()) {
-          spdlog::warn("console {}: the membership check of user {} failed: {}", self->s_->client_addr_, self->user_,
+          spdlog::warn("console {}: the membership check of user {} failed: {}", self->link_.client_addr, self->user_,
                        self->membership_error_);
         }
         if (self->member_) return self->admit("a member of role " + self->cfg_->console_role);
@@ -220,15 +218,15 @@ class Console : public std::enable_shared_from_this<Console> {
   void end_upstream() {
     auto bye = std::make_shared<std::string>();
     wire::append_message(*bye, 'X', {});
-    s_->upstream_->async_write(asio::buffer(*bye), [self = shared_from_this(), bye](boost::system::error_code, size_t) {
-      self->s_->upstream_->close();
+    link_.server.async_write(asio::buffer(*bye), [self = shared_from_this(), bye](boost::system::error_code, size_t) {
+      self->link_.server.close();
     });
   }
 
   void admit(const std::string& why) {
     end_upstream();
     auth_timer_->cancel();
-    spdlog::info("console: user {} from {} entered ({})", user_, s_->client_addr_, why);
+    spdlog::info("console: user {} from {} entered ({})", user_, link_.client_addr, why);
     phase_ = Phase::commands;
     send(std::move(admitted_greeting_) + wire::ready_for_query('I'));
     read_command();
@@ -237,7 +235,7 @@ class Console : public std::enable_shared_from_this<Console> {
   void refuse() {
     end_upstream();
     spdlog::warn("console: user {} from {} refused: not a member of role \"{}\" nor listed in console.users", user_,
-                 s_->client_addr_, cfg_->console_role);
+                 link_.client_addr, cfg_->console_role);
     std::string detail = cfg_->console_role.empty()
                              ? "Only the users in console.users may connect to the predrop console."
                              : "Only members of role \"" + cfg_->console_role + "\" and the users in console.users may connect to the predrop console.";
@@ -249,7 +247,7 @@ class Console : public std::enable_shared_from_this<Console> {
   // ---- commands ----
 
   void read_command() {
-    read_message(s_->client_, kMaxCommand, [self = shared_from_this()](char type, std::string msg) {
+    read_message(link_.client, kMaxCommand, [self = shared_from_this()](char type, std::string msg) {
       self->on_client_message(type, std::move(msg));
     });
   }
@@ -263,7 +261,7 @@ class Console : public std::enable_shared_from_this<Console> {
         return run_command(text);
       }
       case 'X':
-        return s_->close("client terminated the console");
+        return link_.close("client terminated the console");
       case 'S':
         skipping_to_sync_ = false;
         send(wire::ready_for_query('I'));
@@ -273,7 +271,7 @@ class Console : public std::enable_shared_from_this<Console> {
       case 'P': case 'B': case 'E': case 'D': case 'C': case 'F': case 'd': case 'c': case 'f':
         if (!skipping_to_sync_) {
           skipping_to_sync_ = true;
-          spdlog::info("console: user {} from {} used the extended protocol: refused", user_, s_->client_addr_);
+          spdlog::info("console: user {} from {} used the extended protocol: refused", user_, link_.client_addr);
           send(wire::error_response("ERROR", "0A000", "the predrop console answers only the simple query protocol", {},
                                     "Send commands as simple queries: psql does; psycopg2 does; node-postgres does when "
                                     "a query has no parameters."));
@@ -288,7 +286,7 @@ class Console : public std::enable_shared_from_this<Console> {
   void run_command(const std::string& text) {
     using Kind = ConsoleCommandLine::Kind;
     auto line = parse_console_command(text);
-    spdlog::info("console: user {} from {}: {}", user_, s_->client_addr_, line.text);
+    spdlog::info("console: user {} from {}: {}", user_, link_.client_addr, line.text);
     switch (line.kind) {
       case Kind::empty: {
         std::string empty;
@@ -332,9 +330,9 @@ class Console : public std::enable_shared_from_this<Console> {
   // back through ctx_.console_work: one still running when serve ends posts nothing, and the
   // session it holds is never destroyed off its loop (its sockets belong to a loop that is gone).
   void run_outside(const ConsoleCommand& command, std::string args, std::string words) {
-    ConsoleCaller caller{user_, s_->client_addr_};
+    ConsoleCaller caller{user_, link_.client_addr};
     ctx_.console_work->begin();
-    std::thread([self = shared_from_this(), work = ctx_.console_work, exec = s_->executor(), command,
+    std::thread([self = shared_from_this(), work = ctx_.console_work, exec = link_.executor, command,
                  args = std::move(args), caller, words = std::move(words), config = ctx_.config()]() mutable {
       ConsoleReply r;
       try {
@@ -344,7 +342,7 @@ class Console : public std::enable_shared_from_this<Console> {
       }
       work->finish([&] {
         asio::post(exec, [self = std::move(self), r = std::move(r), words] {
-          if (self->s_->state_.closed()) return;
+          if (self->link_.closed()) return;
           self->reply(r, words);
         });
       });
@@ -355,10 +353,10 @@ class Console : public std::enable_shared_from_this<Console> {
 
   void reload() {
     if (!ctx_.reload) return reply(ConsoleReply::error("55000", "this predrop cannot reload"));
-    auto exec = s_->executor();
+    auto exec = link_.executor;
     ctx_.reload([self = shared_from_this(), exec](ProxyContext::ReloadOutcome outcome) {
       asio::post(exec, [self, outcome = std::move(outcome)] {
-        if (self->s_->state_.closed()) return;
+        if (self->link_.closed()) return;
         if (!outcome.ok) {
           std::string detail;
           for (const auto& l : outcome.lines) detail += (detail.empty() ? "" : "\n") + l;
@@ -383,10 +381,10 @@ class Console : public std::enable_shared_from_this<Console> {
     auto sessions = ctx_.registry.all();
     auto gathered = std::make_shared<Gathered>();
     gathered->left = sessions.size();
-    auto exec = s_->executor();
+    auto exec = link_.executor;
     auto self = shared_from_this();
     auto finish = [self, gathered, holds_only] {
-      if (self->s_->state_.closed()) return;
+      if (self->link_.closed()) return;
       std::sort(gathered->views.begin(), gathered->views.end(), [](auto& a, auto& b) { return a.id < b.id; });
       self->reply(holds_only ? self->holds_table(gathered->views) : self->sessions_table(gathered->views));
     };
@@ -451,26 +449,26 @@ class Console : public std::enable_shared_from_this<Console> {
 
   void close_after_send(const char* why) {
     closing_ = why;
-    if (!writing_) s_->close_with_close_notify(closing_);
+    if (!writing_) link_.close_with_close_notify(closing_);
   }
 
   void write_next() {
     if (out_.empty()) {
       writing_ = false;
-      if (closing_) s_->close_with_close_notify(closing_);
+      if (closing_) link_.close_with_close_notify(closing_);
       return;
     }
     writing_ = true;
     auto bytes = std::make_shared<std::string>(std::move(out_.front()));
     out_.pop_front();
-    s_->client_.async_write(asio::buffer(*bytes), [self = shared_from_this(), bytes](boost::system::error_code ec, size_t) {
-      if (self->s_->state_.closed()) return;
-      if (ec) return self->s_->close("client left");
+    link_.client.async_write(asio::buffer(*bytes), [self = shared_from_this(), bytes](boost::system::error_code ec, size_t) {
+      if (self->link_.closed()) return;
+      if (ec) return self->link_.close("client left");
       self->write_next();
     });
   }
 
-  std::shared_ptr<Session> s_;
+  ConsoleLink link_;
   ProxyContext& ctx_;
   std::shared_ptr<const policy::Config> cfg_;
   std::string user_;
@@ -486,7 +484,11 @@ class Console : public std::enable_shared_from_this<Console> {
   std::unique_ptr<asio::steady_timer> auth_timer_;
 };
 
-void run_console(std::shared_ptr<Session> session) { std::make_shared<Console>(std::move(session))->start(); }
+std::shared_ptr<Console> run_console(ConsoleLink link) {
+  auto console = std::make_shared<Console>(std::move(link));
+  console->start();
+  return console;
+}
 
 void console_terminate_admin_shutdown(const std::shared_ptr<Console>& console) { console->terminate_admin_shutdown(); }
 

@@ -5,11 +5,13 @@
 // is a member of console.role, unless console.users lists it. Only the simple protocol is answered.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace predrop::policy {
@@ -49,12 +51,31 @@ using ConsoleCommand = std::function<ConsoleReply(const std::string& args, const
 // By their words, upper case: "SHOW QUARANTINE", "UNDROP".
 using ConsoleCommands = std::map<std::string, ConsoleCommand>;
 
-class Session;
 class Console;
+class Transport;
+struct ProxyContext;
+
+// What the console may use of the session it takes over, handed over by the session
+// (proxy/startup.cpp), which stays their owner: its two connections and loop, who is calling, and
+// its close. `lifetime` keeps the session, and so everything here, alive while the console runs.
+struct ConsoleLink {
+  std::shared_ptr<void> lifetime;
+  Transport& client;
+  Transport& server;
+  boost::asio::any_io_executor executor;
+  ProxyContext& ctx;
+  std::shared_ptr<const policy::Config> cfg;
+  std::string user, client_addr;
+  bool strip_scram_plus = false;   // the session's: a plaintext client leg over a TLS upstream
+  std::function<bool()> closed;
+  std::function<void(std::string_view why)> close;
+  std::function<void(const char* why)> close_with_close_notify;
+};
 
 // Takes over a session whose startup asked for console.database, once the startup went to the server:
-// relays authentication, checks membership, then answers commands until the client leaves.
-void run_console(std::shared_ptr<Session> session);
+// relays authentication, checks membership, then answers commands until the client leaves. The
+// session keeps the console only weakly, to tell it of a drain.
+std::shared_ptr<Console> run_console(ConsoleLink link);
 // The drain is over (SIGTERM): the console tells its client as the server would, and closes.
 void console_terminate_admin_shutdown(const std::shared_ptr<Console>& console);
 

@@ -18,6 +18,7 @@
 #include "proxy/metrics.hpp"
 #include "proxy/readiness.hpp"
 #include "proxy/session_state.hpp"
+#include "proxy/startup_negotiation.hpp"
 #include "proxy/transport.hpp"
 #include "proxy/wire.hpp"
 
@@ -86,7 +87,6 @@ class Session : public std::enable_shared_from_this<Session>, private HoldHost {
   std::optional<SessionView> view() const;
 
  private:
-  friend class Console;
   using Clock = std::chrono::steady_clock;
 
   // startup.cpp
@@ -182,10 +182,8 @@ class Session : public std::enable_shared_from_this<Session>, private HoldHost {
   std::string client_addr_;
   Clock::time_point started_at_ = Clock::now();
   SessionState state_;
-  bool ssl_done_ = false, gss_done_ = false;   // each negotiation is answered once, as the server does
+  StartupNegotiation negotiation_;
   bool server_answers_startup_ = false;        // a startup the server refuses: its answer is relayed whole
-  uint32_t renamed_refusal_code_ = 0;          // a negotiation repeated: the server's refusal is renamed to it
-  bool refuse_after_handshake_ = false;        // bytes came behind an SSLRequest answered 'S'
   std::weak_ptr<Console> console_handler_;
   bool client_terminated_ = false;
   bool strip_plus_ = false;

@@ -79,7 +79,7 @@ void Session::start_direct_tls() {
       return self->close("direct TLS without ALPN");
     }
     // As after an SSLRequest answered 'S': neither negotiation may follow inside TLS.
-    self->ssl_done_ = self->gss_done_ = true;
+    self->negotiation_.tls_begun();
     self->read_startup_length();
   });
 }
@@ -99,7 +99,7 @@ void Session::read_startup_length() {
     if (ec) {
       // Nothing at all is an ordinary hang-up (monitors, a client refusing the SSL answer); the
       // server complains of part of a length word only before any negotiation.
-      if (n > 0 && !self->ssl_done_ && !self->gss_done_) self->startup_protocol_error("incomplete startup packet");
+      if (n > 0 && !self->negotiation_.negotiated()) self->startup_protocol_error("incomplete startup packet");
       return self->close_with_close_notify("client left during startup");
     }
     uint32_t len = wire::read_u32(len_buf->data());
@@ -145,24 +145,22 @@ std::string unsupported_protocol(uint32_t code) { return "unsupported frontend p
 void Session::on_startup_packet(std::string packet) {
   uint32_t code = wire::read_u32(packet.data() + 4);
   // The server's order: a cancel first, then each negotiation once (any length).
-  if (code == wire::kCancelRequestCode) return handle_cancel_packet(packet);
-  if (code == wire::kSslRequestCode && !ssl_done_) return answer_ssl_request();
-  if (code == wire::kGssEncRequestCode && !gss_done_) {
+  switch (negotiation_.on_packet(code)) {
+    case StartupNegotiation::Step::cancel: return handle_cancel_packet(packet);
+    case StartupNegotiation::Step::answer_ssl: return answer_ssl_request();
     // No GSSAPI encryption: 'N', and the client goes on with SSL or plaintext.
-    gss_done_ = true;
-    return answer_negotiation('N');
-  }
-  if (code == wire::kSslRequestCode || code == wire::kGssEncRequestCode) {
-    // A negotiation repeated: the server reads its code as a protocol version it does not know. Sent
-    // this code, the server would negotiate, so it is sent one it refuses in the same words, and its
-    // refusal comes back naming this code (wire::kUnspokenProtocolCode).
-    startup_protocol_error(unsupported_protocol(code) + " (a negotiation repeated): the server answers");
-    startup_packet_.assign(8, '\0');
-    wire::write_u32(startup_packet_.data(), 8);
-    wire::write_u32(startup_packet_.data() + 4, wire::kUnspokenProtocolCode);
-    renamed_refusal_code_ = code;
-    server_answers_startup_ = true;
-    return connect_upstream();
+    case StartupNegotiation::Step::answer_gss: return answer_negotiation('N');
+    case StartupNegotiation::Step::repeated:
+      // The server reads the code as a protocol version it does not know. Sent this code, the server
+      // would negotiate, so it is sent one it refuses in the same words, and its refusal comes back
+      // naming this code (wire::kUnspokenProtocolCode).
+      startup_protocol_error(unsupported_protocol(code) + " (a negotiation repeated): the server answers");
+      startup_packet_.assign(8, '\0');
+      wire::write_u32(startup_packet_.data(), 8);
+      wire::write_u32(startup_packet_.data() + 4, wire::kUnspokenProtocolCode);
+      server_answers_startup_ = true;
+      return connect_upstream();
+    case StartupNegotiation::Step::startup: break;
   }
   std::optional<wire::StartupParams> parsed;
   if ((code >> 16) == 3) parsed = wire::parse_startup(packet.data() + 4, packet.size() - 4);
@@ -219,7 +217,7 @@ void Session::start_console(wire::StartupParams startup) {
 
 // The server's answer to a startup it refuses, relayed as it comes until the server closes.
 void Session::relay_server_refusal() {
-  if (renamed_refusal_code_ != 0) return relay_renamed_refusal(std::make_shared<std::string>());
+  if (negotiation_.refused_code() != 0) return relay_renamed_refusal(std::make_shared<std::string>());
   auto buf = std::make_shared<std::array<char, 4096>>();
   upstream_->async_read_some(asio::buffer(*buf), [self = shared_from_this(), buf](boost::system::error_code ec, size_t n) {
     if (self->state_.closed()) return;
@@ -244,7 +242,7 @@ void Session::relay_renamed_refusal(std::shared_ptr<std::string> reply) {
     if (self->state_.closed()) return;
     reply->resize(have + n);
     if (n > 0 && reply->size() <= kMaxRefusal) return self->relay_renamed_refusal(reply);
-    uint32_t code = self->renamed_refusal_code_;
+    uint32_t code = self->negotiation_.refused_code();
     auto renamed = wire::rename_refused_protocol(*reply, protocol_version(wire::kUnspokenProtocolCode), protocol_version(code));
     if (!renamed) {
       spdlog::warn("client {}: the server's refusal of protocol {} was not one ErrorResponse naming it ({} bytes); predrop answers",
@@ -262,7 +260,6 @@ void Session::answer_ssl_request() {
   // Bytes already sent behind the SSLRequest would be read as if they came through TLS:
   // the class of bug behind PgBouncer's CVE-2021-3935 and PostgreSQL's CVE-2021-23214.
   boost::system::error_code ec;
-  ssl_done_ = true;
   char answer = ctx_.client_tls && !client_.is_tls() ? 'S' : 'N';
   if (size_t early = client_.socket().available(ec); early > 0) {
     metrics().protocol_errors_startup.fetch_add(1, std::memory_order_relaxed);   // fail_startup logs it
@@ -271,9 +268,9 @@ void Session::answer_ssl_request() {
     if (answer == 'N') return fail_startup("08P01", std::string(kUnencryptedAfterSsl), kUnencryptedAfterSslDetail, "N");
     std::string early_bytes(early, '\0');
     client_.socket().read_some(asio::buffer(early_bytes), ec);
-    refuse_after_handshake_ = true;
+    negotiation_.note_bytes_behind_ssl_request();
   }
-  if (answer == 'S') gss_done_ = true;   // as the server: no GSSENCRequest inside TLS
+  if (answer == 'S') negotiation_.tls_begun();   // as the server: no GSSENCRequest inside TLS
   answer_negotiation(answer);
 }
 
@@ -290,7 +287,7 @@ void Session::answer_negotiation(char answer) {
         spdlog::info("client {}: TLS handshake failed: {}", self->client_addr_, ec.message());
         return self->close("TLS handshake failed");
       }
-      if (self->refuse_after_handshake_) {
+      if (self->negotiation_.refuse_after_handshake()) {
         return self->fail_startup("08P01", std::string(kUnencryptedAfterSsl), kUnencryptedAfterSslDetail);
       }
       self->read_startup_length();
@@ -426,7 +423,14 @@ void Session::send_startup_upstream() {
     self->startup_packet_.clear();
     self->startup_packet_.shrink_to_fit();
     if (self->server_answers_startup_) return self->relay_server_refusal();
-    if (self->state_.console()) return run_console(self);
+    if (self->state_.console()) {
+      Session* s = self.get();
+      self->console_handler_ = run_console(ConsoleLink{
+          self, s->client_, *s->upstream_, s->executor(), s->ctx_, s->cfg_, s->params_.get("user"), s->client_addr_,
+          s->strip_plus_, [s] { return s->state_.closed(); }, [s](std::string_view why) { s->close(why); },
+          [s](const char* why) { s->close_with_close_notify(why); }});
+      return;
+    }
     self->start_relay();
   });
 }
