@@ -1,13 +1,17 @@
 // The protocol decoder fed random bytes as an interleaving of a frontend and a backend stream,
 // framed the way the relay frames them. Input: a sequence of records, each a control byte (bit 0:
-// backend; bit 1: refuse every statement judged in this chunk; bits 2-7: chunk length - 1) and that
-// many bytes. Invariants, trapped: a frame never claims more bytes than it was given, a judged
-// message is handed over whole (or its judged prefix exactly), the owed queue holds no more than
-// what the client sent (plus the two entries each refusal adds), the stats add up, and feeding
+// backend; bit 1: give every statement judged in this chunk a stand-in, by turns a refusal and a
+// quarantine's substitute; bits 2-7: chunk length - 1) and that many bytes. Invariants, trapped: a
+// frame never claims more bytes than it was given, a judged message is handed over whole (or its
+// judged prefix exactly), the owed queue holds no more than what the client sent (plus the two
+// entries each stand-in adds), a reply to a stand-in is edited into one well-formed message of its
+// own type (or a substitute's CommandComplete replaced by the statement's tag), and only such a
+// reply is edited (proxy/stand_in.hpp, stand_in_reply), the stats add up, and feeding
 // every chunk byte by byte gives the same events as feeding it whole — the shape changes that
 // committed (followed with shape tracking on, as the after capture runs it) included.
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +52,25 @@ struct Run {
       trace += " +" + c.change.relation.schema + "." + c.change.relation.name + "#" + std::to_string(c.oid);
     for (const auto& [gid, changes] : o.prepared) trace += " p" + gid + ":" + std::to_string(changes.size());
     for (const auto& [gid, committed] : o.finished_prepared) trace += (committed ? " cp" : " rp") + gid;
+  }
+
+  // What the relay sends the client in place of a server reply: one message of the reply's type, its
+  // length word true, never longer; a CommandComplete of a substitute replaced by a CommandComplete.
+  void check_reply_edit(const BackendEvent& ev, const std::string& whole) {
+    if (whole.size() < wire::kHeaderLen || wire::read_u32(whole.data() + 1) + 1 != whole.size()) return;   // a prefix
+    std::string msg = whole;
+    StandInReply r = stand_in_reply(ev, msg.data(), msg.size());
+    if (r.replacement) {
+      check(ev.substitute && whole[0] == 'C');
+      check(r.replacement->size() > wire::kHeaderLen && (*r.replacement)[0] == 'C' &&
+            wire::read_u32(r.replacement->data() + 1) + 1 == r.replacement->size());
+      trace += "=" + *r.replacement;
+      return;
+    }
+    check(r.total <= whole.size() && r.total >= wire::kHeaderLen && msg[0] == whole[0]);
+    check(wire::read_u32(msg.data() + 1) + 1 == r.total);
+    if (!ev.substitute && !ev.refusal_error) check(r.total == whole.size() && msg == whole);
+    if (r.total != whole.size()) trace += "-" + std::to_string(whole.size() - r.total);
   }
 
   void feed(bool backend, std::string_view bytes, bool refuse) {
@@ -100,15 +123,24 @@ struct Run {
         if (backend) {
           BackendEvent ev = d.on_backend(whole);
           if (ev.kind == BackendEvent::Kind::malformed) check(!ev.error.empty());
-          trace += "B" + std::to_string(static_cast<int>(ev.kind)) + (ev.desync ? "!" : "") + (ev.refusal_error ? "r" : "");
+          trace += "B" + std::to_string(static_cast<int>(ev.kind)) + (ev.desync ? "!" : "") + (ev.refusal_error ? "r" : "") +
+                   (ev.substitute ? "s" : "");
+          if (ev.kind == BackendEvent::Kind::relay) check_reply_edit(ev, whole);
         } else {
           FrontendEvent ev = d.on_frontend(whole, f.total);
           check(ev.kind != FrontendEvent::Kind::statement || (ev.facts && (f.type == 'Q' || f.type == 'E')));
           trace += "F" + std::to_string(static_cast<int>(ev.kind)) + (ev.facts ? ev.facts->normalized : "");
           if (refuse && ev.kind == FrontendEvent::Kind::statement) {
-            d.stand_in_for_last(refusal_stand_in(f.type, "55000", "refused"));
+            if (refusals % 2 == 0) {
+              d.stand_in_for_last(refusal_stand_in(f.type, "55000", "refused"));
+              trace += "R";
+            } else {
+              auto subs = std::make_shared<const Substitutes>(
+                  Substitutes{{0, "DROP TABLE", "DROP TABLE victim"}, {1, "DROP SCHEMA", "DROP SCHEMA s CASCADE"}});
+              d.stand_in_for_last(substitute_stand_in(f.type, "DO $q$BEGIN NULL; END$q$", subs));
+              trace += "S";
+            }
             ++refusals;
-            trace += "R";
           } else if (ev.kind == FrontendEvent::Kind::statement && ev.facts->destroys()) {
             // As if its hold snapshotted every target: the afters of its changes follow those OIDs.
             std::vector<HeldTable> held;
