@@ -228,7 +228,7 @@ struct CaptureService::Impl {
                                      p.event_id.empty() ? std::nullopt : std::optional(p.event_id),
                                      std::to_string(p.retention_s), p.application_name, p.client_addr};
                        ledger.exec([params = std::move(params)](const StoreSql&) {
-                         return BatchQuery{"predrop_quarantine_record_v1", quarantine::quarantine_record_sql(quarantine::kQuarantineStoreTable), params};
+                         return BatchQuery{"predrop_quarantine_record_v1", quarantine::record_sql(quarantine::kQuarantineStoreTable), params};
                        }, "quarantine record");
                        continue;
                      }

@@ -263,7 +263,7 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
       }
       prepared_.insert(key);
       // Whether the later DROPs of this database may call the move's function.
-      run(job, BatchQuery{nullptr, quarantine::quarantine_move_function_check_sql(), {}}, [job, done](PgResult check) {
+      run(job, BatchQuery{nullptr, quarantine::move_function_check_sql(), {}}, [job, done](PgResult check) {
         const bool usable = check.ok() && check.rows() == 1 && check.text(0, 0) == "t";
         quarantine::note_move_function(job->req.ctx.database, usable);
         if (!usable)
@@ -293,7 +293,7 @@ void SnapshotPipeline::yield(const JobPtr& job) {
   Params params{job->req.yield_schema, pg_array_literal(kinds), pg_array_literal(names), pg_array_literal(schemas),
                 pg_array_literal(methods), pg_array_literal(path)};
   ++counters_.catalog;
-  run(job, BatchQuery{"predrop_quarantine_yield_v1", quarantine::quarantine_yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
+  run(job, BatchQuery{"predrop_quarantine_yield_v1", quarantine::yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
     if (!r.ok()) {
       // On a fresh connection the yield runs again (the connection may be handed over at once).
       job->yield_done = false;
@@ -350,7 +350,7 @@ void SnapshotPipeline::record_yielded(const JobPtr& job, const std::vector<Purge
                   std::nullopt, std::nullopt, std::nullopt, std::string("0"), job->req.ctx.application_name,
                   job->req.ctx.client_addr, reason};
     ledger_.exec([params = std::move(params)](const StoreSql&) {
-      return BatchQuery{"predrop_quarantine_yielded_v1", quarantine::quarantine_yielded_sql(quarantine::kQuarantineStoreTable), params};
+      return BatchQuery{"predrop_quarantine_yielded_v1", quarantine::yielded_sql(quarantine::kQuarantineStoreTable), params};
     }, "quarantine yield");
   }
   ledger_.write_events(std::move(rows), job->req.ctx, job->req.reason, std::nullopt, ms_since(job->started));

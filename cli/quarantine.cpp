@@ -123,9 +123,9 @@ void cmd_purge(const QFlags& f) {
 // Test-only: the SQL a quarantined DROP becomes, so tests can run it in a session of their own.
 void cmd_debug_move(const QFlags& f) {
   if (f.prepare) {
-    std::cout << quarantine::quarantine_prepare_sql(f.qschema) << "\n";
+    std::cout << quarantine::prepare_sql(f.qschema) << "\n";
   } else if (f.catalog) {
-    std::cout << quarantine::quarantine_catalog_sql(f.qschema) << "\n";
+    std::cout << quarantine::catalog_sql(f.qschema) << "\n";
   } else {
     quarantine::QuarantineMove m;
     m.quarantine_schema = f.qschema;
@@ -142,7 +142,7 @@ void cmd_debug_move(const QFlags& f) {
     };
     for (const auto& n : f.names) add(n, true);
     for (const auto& n : f.real_names) add(n, false);
-    std::cout << quarantine::quarantine_move_sql(m) << "\n";
+    std::cout << quarantine::move_sql(m) << "\n";
   }
   finish(0);
 }
@@ -188,8 +188,8 @@ void register_quarantine_commands(CLI::App& app) {
   debug->add_option("--quarantine-schema", f->qschema, "quarantine schema");
   debug->add_option("--max-bytes", f->max_bytes, "quarantine.max_bytes");
   debug->add_flag("--cascade", f->cascade, "the DROP has CASCADE");
-  debug->add_flag("--prepare", f->prepare, "print quarantine_prepare_sql instead");
-  debug->add_flag("--catalog", f->catalog, "print quarantine_catalog_sql instead");
+  debug->add_flag("--prepare", f->prepare, "print prepare_sql instead");
+  debug->add_flag("--catalog", f->catalog, "print catalog_sql instead");
   debug->callback([f] { cmd_debug_move(*f); });
 }
 

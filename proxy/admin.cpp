@@ -179,7 +179,7 @@ std::string render_metrics(ProxyContext& ctx) {
   counter(out, "predrop_quarantine_fallbacks_total",
           "Statements a quarantine rule covered that ran for real: the substitute could not keep a table, or the text could not be substituted.",
           m.quarantine_fallbacks.load());
-  quarantine::render_quarantine_metrics(out);
+  quarantine::render_metrics(out);
   render_background_metrics(out);
   out += m.hold_duration.render("predrop_hold_duration_seconds", "Time a destructive statement was held.");
   out += m.capture_duration.render("predrop_capture_duration_seconds", "Time to capture and write a statement's snapshots.");

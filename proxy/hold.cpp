@@ -129,7 +129,7 @@ HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   // database before IF NOT EXISTS; a least-privilege role's operator makes the schema).
   if (!plan.quarantine.empty()) {
     try {
-      req.prepare_sql = quarantine::quarantine_prepare_sql(cfg.quarantine_schema);
+      req.prepare_sql = quarantine::prepare_sql(cfg.quarantine_schema);
     } catch (const std::exception&) {
       // A schema name the block cannot quote: no preparation; the move then falls back by itself.
     }

@@ -383,7 +383,7 @@ std::vector<std::string> connectable_databases(const std::string& capture_connin
 std::vector<HeldTable> list_held(PgSession& db, const std::string& database, const std::string& schema) {
   std::vector<HeldTable> out;
   if (db.exec("SELECT 1 FROM pg_namespace WHERE nspname = $1", Params{schema}).rows() == 0) return out;
-  auto r = db.exec(quarantine_catalog_sql(schema));
+  auto r = db.exec(catalog_sql(schema));
   for (int i = 0; i < r.rows(); ++i) {
     HeldTable h;
     h.database = database;
@@ -426,7 +426,7 @@ PurgeOutcome purge_held(PgSession& db, const std::string& schema, const HeldTabl
 }
 
 void store_record_held(PgSession& store, const std::string& schema, const std::vector<HeldTable>& held, int64_t retention_s) {
-  const std::string sql = quarantine_record_sql(kQuarantineStoreTable);
+  const std::string sql = record_sql(kQuarantineStoreTable);
   for (const auto& h : held)
     store.exec(sql, Params{h.database, h.detail.dump(), schema, h.quarantine_table, std::to_string(h.bytes), std::nullopt,
                            std::nullopt, std::to_string(retention_s), std::nullopt, std::nullopt});

@@ -49,7 +49,7 @@ struct Reach {
 // From the config's capture.conninfo and store.conninfo. Throws Error when there is no capture.
 Reach reach_of(const policy::Config& cfg);
 
-// One quarantined table of one database, as quarantine_catalog_sql lists it.
+// One quarantined table of one database, as catalog_sql lists it.
 struct HeldTable {
   std::string database, quarantine_table;
   int64_t oid = 0;

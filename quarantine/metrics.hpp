@@ -22,13 +22,13 @@ struct QuarantineMetrics {
   std::atomic<int64_t> undrops{-1};  // -1: the store was not read
 };
 
-inline QuarantineMetrics& quarantine_metrics() {
+inline QuarantineMetrics& metrics() {
   static QuarantineMetrics m;
   return m;
 }
 
-inline void render_quarantine_metrics(std::string& out) {
-  auto& m = quarantine_metrics();
+inline void render_metrics(std::string& out) {
+  auto& m = metrics();
   if (m.scanned.load()) {
     out += "# HELP predrop_quarantine_tables Quarantined tables held, all databases, at the purger's last scan.\n"
            "# TYPE predrop_quarantine_tables gauge\npredrop_quarantine_tables " + std::to_string(m.tables.load()) + "\n";

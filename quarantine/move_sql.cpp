@@ -12,7 +12,7 @@ namespace predrop::quarantine {
 
 namespace {
 
-// Where the move's function lives (quarantine_prepare_sql).
+// Where the move's function lives (prepare_sql).
 constexpr const char* kMoveFunctionSchema = "predrop_quarantine_move";
 
 // The block's body is dollar-quoted $predrop_q$ and its argument $predrop_a$: no name may carry
@@ -24,7 +24,7 @@ void check_tag_free(std::string_view s) {
 }
 
 // The per-relation work, shared by a quarantined table and the partitions that move with it.
-// The body of the move: installed once per database as a function (quarantine_prepare_sql), whose
+// The body of the move: installed once per database as a function (prepare_sql), whose
 // statements' plans the server keeps per session, and run inline as a DO block where the function
 // is missing (a capture role without CREATE on the database). Its argument is `arg` either way.
 constexpr const char* kMoveBody = R"SQL(
@@ -639,7 +639,7 @@ std::string usable_by_public_condition() {
 
 }  // namespace
 
-std::string quarantine_move_statements(const QuarantineMove& move) {
+std::string move_statements(const QuarantineMove& move) {
   const std::string fn = std::string(kMoveFunctionSchema) + "." + move_function_name();
   // The check costs a catalog lookup; without it a missing function's error would read as the move's.
   return "IF NOT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
@@ -652,15 +652,15 @@ std::string quarantine_move_statements(const QuarantineMove& move) {
          "PERFORM " + fn + "(" + move_argument(move) + ");\n";
 }
 
-std::string quarantine_move_sql(const QuarantineMove& move) {
+std::string move_sql(const QuarantineMove& move) {
   if (move.via_function)
-    return "DO $predrop_c$\nBEGIN\n" + quarantine_move_statements(move) + "END\n$predrop_c$";
+    return "DO $predrop_c$\nBEGIN\n" + move_statements(move) + "END\n$predrop_c$";
   // The argument is a block-level constant declared ahead of the body's own DECLARE section.
   return "DO $predrop_q$\n<<predrop_quarantine_move>>\nDECLARE\n  arg constant jsonb := " + move_argument(move) +
          ";\nBEGIN\n" + kMoveBody + ";\nEND\n$predrop_q$";
 }
 
-std::string quarantine_move_function_check_sql() {
+std::string move_function_check_sql() {
   return "SELECT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
          "WHERE " + usable_by_public_condition() + ")";
 }
@@ -708,7 +708,7 @@ std::string quarantine_move_function_sql() {
 
 }  // namespace
 
-std::string quarantine_prepare_sql(std::string_view schema) {
+std::string prepare_sql(std::string_view schema) {
   check_tag_free(schema);
   const std::string q = quote_ident_always(schema);
   const std::string fs = kMoveFunctionSchema;
@@ -746,7 +746,7 @@ std::string quarantine_prepare_sql(std::string_view schema) {
          "END $predrop_p$";
 }
 
-std::string quarantine_catalog_sql(std::string_view schema) {
+std::string catalog_sql(std::string_view schema) {
   return "SELECT c.relname::text AS quarantine_table, c.oid::bigint AS oid, d.description::jsonb AS detail, "
          "coalesce((SELECT sum(pg_total_relation_size(p.relid))::bigint FROM pg_partition_tree(c.oid) p), "
          "pg_total_relation_size(c.oid)) AS bytes "
@@ -778,17 +778,17 @@ std::string record_row_sql(std::string_view store_table, std::string_view state,
 
 }  // namespace
 
-std::string quarantine_record_sql(std::string_view store_table) {
+std::string record_sql(std::string_view store_table) {
   return record_row_sql(store_table, "held", "NULL", "ON CONFLICT (id) DO NOTHING");
 }
 
-std::string quarantine_yielded_sql(std::string_view store_table) {
+std::string yielded_sql(std::string_view store_table) {
   return record_row_sql(store_table, "purged", "$11",
                         "ON CONFLICT (id) DO UPDATE SET state = 'purged', state_at = now(), "
                         "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
 }
 
-std::string quarantine_yield_find_sql() {
+std::string yield_find_sql() {
   // pg_depend names what a relation uses (a partition key's or an index's operator class, an access
   // method, a column's type); an extension's objects are those depending on it with deptype 'e'.
   // Owner, tablespace and access method are read from pg_class itself.

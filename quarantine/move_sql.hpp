@@ -1,6 +1,6 @@
 // The quarantine's SQL (issue 16): the move a quarantined DROP becomes, the schema it moves into,
 // the catalog of what is held and the store row that records it. The quarantined table's comment
-// is the truth (one JSON object, see quarantine_move_sql); nothing else is needed to list, purge or
+// is the truth (one JSON object, see move_sql); nothing else is needed to list, purge or
 // undrop it, so every function here is plain text and the callers choose the connection.
 #pragma once
 
@@ -23,7 +23,7 @@ struct QuarantineMove {
   std::vector<std::string> schemas;      // DROP SCHEMA's schemas: every table in them is moved
   bool cascade = false;
   uint64_t max_bytes = 0;  // a table larger than this is not moved (the block raises); 0 = no limit
-  // Call the move installed by quarantine_prepare_sql (move_function_usable) instead of running its
+  // Call the move installed by prepare_sql (move_function_usable) instead of running its
   // body inline, which the server parses and plans at every DROP.
   bool via_function = false;
 };
@@ -45,13 +45,13 @@ inline constexpr const char* kMoveFunctionMissing = "predrop quarantine: the mov
 // foreign keys are recorded in the comment and dropped. Anything it cannot keep raises an error
 // whose message begins "predrop quarantine: ". Leaves the session's settings as they were.
 // Throws std::invalid_argument on a name that could break out of the block's quoting.
-std::string quarantine_move_sql(const QuarantineMove& move);
+std::string move_sql(const QuarantineMove& move);
 // The same move via_function as PL/pgSQL statements, for a block of the caller's (no DO of its own).
-std::string quarantine_move_statements(const QuarantineMove& move);
+std::string move_statements(const QuarantineMove& move);
 
 // Whether the move's function, as this build installs it, exists for every role to call: one row, one
-// boolean column. Run after quarantine_prepare_sql; the answer is kept with note_move_function.
-std::string quarantine_move_function_check_sql();
+// boolean column. Run after prepare_sql; the answer is kept with note_move_function.
+std::string move_function_check_sql();
 // Per database of the upstream server, for the whole process (any thread): where the function is
 // known to be usable, the proxy's substitutes call it.
 void note_move_function(const std::string& database, bool usable);
@@ -68,21 +68,21 @@ void note_table_quarantined();
 // the move as a function (SECURITY INVOKER) in a schema of its own that everyone may use, where the
 // role may create it. ONE statement (a DO block); the grants are set only when the running role
 // owns the schema.
-std::string quarantine_prepare_sql(std::string_view schema);
+std::string prepare_sql(std::string_view schema);
 
 // Rows (oldest drop first): quarantine_table text, oid bigint, detail jsonb (the comment), bytes bigint
 // (the table with its partitions, indexes and TOAST).
-std::string quarantine_catalog_sql(std::string_view schema);
+std::string catalog_sql(std::string_view schema);
 
 // INSERT of one store row, ON CONFLICT (id) DO NOTHING; nothing for a partition's comment (its
 // tree's row is the quarantine's). Parameters: $1 database_name, $2 detail
 // jsonb, $3 quarantine_schema, $4 quarantine_table, $5 bytes, $6 snapshot_id (uuid text or NULL),
 // $7 event_id (or NULL), $8 retention seconds, $9 application_name, $10 client_addr.
-std::string quarantine_record_sql(std::string_view store_table);
+std::string record_sql(std::string_view store_table);
 
 // The same row for a table a yield purged (issue 22): written 'purged' with state_reason $11 ("yielded
 // to DROP ROLE r"), or a held row already there marked so.
-std::string quarantine_yielded_sql(std::string_view store_table);
+std::string yielded_sql(std::string_view store_table);
 
 // The quarantined tables that use what a later statement drops (issue 22): the owner (DROP ROLE), a
 // tablespace, a table or index access method, an operator class or family (a partition key's, an
@@ -91,7 +91,7 @@ std::string quarantine_yielded_sql(std::string_view store_table);
 // schema, $2..$5 text[] of the yields' kind (to_string(YieldKind)), name, schema ('' = any of $6) and
 // method, $6 text[] the search_path's schemas. Rows: n (1-based: which yield), oid bigint, relname,
 // comment (the quarantine's JSON, or NULL). Read-only.
-std::string quarantine_yield_find_sql();
+std::string yield_find_sql();
 
 // "schema.table" (each part optionally double-quoted) as a quoted identifier pair.
 std::string quote_qualified_ident(std::string_view qualified);

@@ -68,7 +68,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
     }
   }
   std::stable_sort(all.begin(), all.end(), [](const Held& a, const Held& b) { return a.t.dropped_at < b.t.dropped_at; });
-  auto& metrics = quarantine_metrics();
+  auto& counts = quarantine::metrics();
   std::vector<bool> kept(all.size(), true);
   auto purge = [&](size_t i, const char* reason) {
     const auto& h = all[i].t;
@@ -84,7 +84,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
       kept[i] = false;
       if (outcome == PurgeOutcome::dropped) {
         log.info("quarantine: purged ({}) {}", reason, what);
-        (std::string(reason) == "expired" ? metrics.purged_expired : metrics.purged_cap).fetch_add(1);
+        (std::string(reason) == "expired" ? counts.purged_expired : counts.purged_cap).fetch_add(1);
       }
       try {
         if (store_ok) store_mark(store, h, qs.schema, "purged", reason);
@@ -115,11 +115,11 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
     if (kept[i]) ++tables, bytes += all[i].t.bytes, per_database[all[i].t.database] += all[i].t.bytes;
   int64_t largest = 0;
   for (const auto& [name, b] : per_database) largest = std::max(largest, b);
-  metrics.tables = tables;
-  metrics.bytes = bytes;
-  metrics.largest_database_bytes = largest;
-  metrics.max_bytes = qs.max_bytes;
-  metrics.scanned = true;
+  counts.tables = tables;
+  counts.bytes = bytes;
+  counts.largest_database_bytes = largest;
+  counts.max_bytes = qs.max_bytes;
+  counts.scanned = true;
   // Rows still 'held' for tables no database lists any more: gone by other hands (a DROP by the
   // schema's owner, a restore of an old predrop): say so rather than count them as held.
   if (store_ok) {
@@ -137,7 +137,7 @@ void round_of(FleetSchedule& fs, spdlog::logger& log, const std::shared_ptr<cons
                     " AND quarantine_schema = $1 AND database_name IN (SELECT jsonb_array_elements_text($2::jsonb))"
                     " AND id::text NOT IN (SELECT jsonb_array_elements_text($3::jsonb)) AND dropped_at < now() - interval '1 minute'",
                 Params{qs.schema, arr(dbnames), arr(ids)});
-      metrics.undrops = std::stoll(
+      counts.undrops = std::stoll(
           store.exec(std::string("SELECT count(*) FROM ") + kQuarantineStoreTable + " WHERE state = 'restored'").text(0, 0));
     } catch (const std::exception& e) {
       store_warn(e);

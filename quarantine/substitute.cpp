@@ -28,7 +28,7 @@ std::string substitute_sql(std::string_view text, const QuarantineStatement& q) 
   // Via the installed function the move is a few statements of this block; inline it is a DO block
   // of its own, run by EXECUTE.
   const bool call = q.move.via_function;
-  const std::string move = call ? quarantine_move_statements(q.move) : quarantine_move_sql(q.move);
+  const std::string move = call ? move_statements(q.move) : move_sql(q.move);
   const std::string s = dollar_tag("predrop_s", {text, move});
   const std::string m = dollar_tag("predrop_m", {text, move, s});
   std::string stmt = s + std::string(text) + s;

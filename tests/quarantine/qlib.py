@@ -9,7 +9,7 @@ roles are cluster-wide), so tests run in parallel:
 
     q = Quarantine("roundtrip")
     q.owner("CREATE TABLE t (...)")
-    q.move(["t"])                     # quarantine_move_sql in BEGIN ... COMMIT as <db>_owner
+    q.move(["t"])                     # quarantine::move_sql in BEGIN ... COMMIT as <db>_owner
     r = q.predrop("undrop", "public.t")
     q.check(r.rc == 0, "undrop succeeds", r)
     q.finish()

@@ -43,10 +43,10 @@ int main(int argc, char** argv) {
     else if (a == "--real") add(value(), false);
     else add(a, true);
   }
-  if (what == "move") std::cout << quarantine_move_sql(m) << "\n";
-  else if (what == "prepare") std::cout << quarantine_prepare_sql(m.quarantine_schema) << "\n";
-  else if (what == "catalog") std::cout << quarantine_catalog_sql(m.quarantine_schema) << "\n";
-  else if (what == "check") std::cout << quarantine_move_function_check_sql() << "\n";
+  if (what == "move") std::cout << move_sql(m) << "\n";
+  else if (what == "prepare") std::cout << prepare_sql(m.quarantine_schema) << "\n";
+  else if (what == "catalog") std::cout << catalog_sql(m.quarantine_schema) << "\n";
+  else if (what == "check") std::cout << move_function_check_sql() << "\n";
   else return 2;
   return 0;
 }

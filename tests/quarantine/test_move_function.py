@@ -4,7 +4,7 @@ proxy then falls back) and the inline block moves with the same result.
 
 The function's path is proven taken by replacing its body with one that raises: the move must then
 fail with that message. The inline path is proven by dropping the function's schema, and by a role
-that may not use it. The capture's check (quarantine_move_function_check_sql) must agree."""
+that may not use it. The capture's check (quarantine::move_function_check_sql) must agree."""
 import qlib
 
 FN_SCHEMA = "predrop_quarantine_move"
