@@ -29,8 +29,11 @@ if [ ! -f "$src/src/test/regress/regress.so" ]; then
   echo "regress: fetching $url"
   curl -fsSL --retry 3 -o "$cache/$orig" "$url" || { echo "regress: cannot download $url" >&2; exit 1; }
   rm -rf "$src" && tar -C "$cache" -xjf "$cache/$orig" && rm -f "$cache/$orig"
+  # Under `make test` the environment carries the outer make's MAKELEVEL, and PostgreSQL's makefiles
+  # generate their headers (utils/errcodes.h) only at level 0: without this a clean machine's first
+  # build of regress.so fails.
   (cd "$src" && ./configure --without-readline --without-zlib --without-icu --without-openssl >"$cache/configure.log" 2>&1 \
-     && make -C src/test/regress regress.so >"$cache/make.log" 2>&1) || { echo "regress: building regress.so failed (see $cache)" >&2; exit 1; }
+     && env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make -C src/test/regress regress.so >"$cache/make.log" 2>&1) || { echo "regress: building regress.so failed (see $cache)" >&2; exit 1; }
 fi
 chmod -R a+rX "$cache"
 R=$src/src/test/regress
