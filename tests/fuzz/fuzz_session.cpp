@@ -68,10 +68,8 @@ constexpr const char* kStatements[] = {
 };
 
 std::string message(char type, std::string_view body) {
-  std::string m(1, type);
-  m.resize(5);
-  wire::write_u32(m.data() + 1, static_cast<uint32_t>(body.size() + 4));
-  m.append(body);
+  std::string m;
+  wire::append_message(m, type, body);
   return m;
 }
 std::string cstr(std::string_view s) { return std::string(s) + '\0'; }

@@ -60,6 +60,12 @@ inline std::string ready(char status = 'I') { return msg('Z', std::string(1, sta
 inline std::string error(std::string_view sqlstate = "42000", std::string_view text = "boom") {
   return msg('E', "SERROR" + std::string(1, '\0') + "C" + cstr(sqlstate) + "M" + cstr(text) + std::string(1, '\0'));
 }
+// An ErrorResponse (or with type 'N' a NoticeResponse) of these fields, each its code and value.
+inline std::string error_fields(const std::vector<std::string>& fields, char type = 'E') {
+  std::string body;
+  for (const auto& f : fields) body += cstr(f);
+  return msg(type, body + std::string(1, '\0'));
+}
 inline std::string empty_query() { return msg('I', ""); }
 inline std::string portal_suspended() { return msg('s', ""); }
 inline std::string function_result() { return msg('V', be32(1) + "x"); }
