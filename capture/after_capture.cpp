@@ -32,7 +32,7 @@ void AfterCapture::submit(SnapshotRequest request) {
     std::vector<WriteRow> rows;
     for (const auto& t : request.targets)
       rows.push_back({"", new_uuid(), t.schema, t.name, std::nullopt, SnapshotOutcome::capture_error,
-                      "after queue full (" + std::to_string(cfg_.after_queue_max) + " waiting)", nullptr, {}});
+                      "after queue full (" + std::to_string(cfg_.after_queue_max) + " waiting)", nullptr, {}, {}});
     ledger_.write_events(std::move(rows), request.ctx, request.reason, std::nullopt, 0);
     return;
   }
@@ -42,11 +42,32 @@ void AfterCapture::submit(SnapshotRequest request) {
   pump();
 }
 
+namespace {
+
+// Whether a hold's before of `t` (in `database`, for client session `session`) is the shape an
+// after's target waits to read. By name: a qualified name is that table whichever session drops
+// it; an unqualified one is when the same session holds it, or when the table held is in a schema
+// of the after's search_path (where its CREATE put it). With afters waiting cfg.after_delay, a
+// table recreated by a worker and dropped by another (a cleanup task, a psql session) is read once,
+// by the DROP's before.
+bool before_is_after_of(const SnapshotRequest& r, const TargetSpec& target, uint64_t session, const TableResult& t) {
+  if (target.kind == TargetKind::after_by_oid) return target.oid == t.oid;
+  if (target.name != t.table) return false;
+  if (!target.schema.empty()) return target.schema == t.schema;
+  return (session != 0 && r.session == session) ||
+         std::find(r.search_path.begin(), r.search_path.end(), t.schema) != r.search_path.end();
+}
+
+bool absorbable(const TableResult& t) {
+  return !t.snapshot_id.empty() && (t.outcome == SnapshotOutcome::written || t.outcome == SnapshotOutcome::deduplicated);
+}
+
+}  // namespace
+
 void AfterCapture::absorb(const std::string& database, uint64_t session, const SnapshotResult& result) {
-  if (stopped_ || queue_.empty()) return;
+  if (stopped_ || (queue_.empty() && running_.empty())) return;
   for (const auto& t : result.tables) {
-    if (t.snapshot_id.empty() || (t.outcome != SnapshotOutcome::written && t.outcome != SnapshotOutcome::deduplicated))
-      continue;
+    if (!absorbable(t)) continue;
     for (auto q = queue_.begin(); q != queue_.end();) {
       SnapshotRequest* r = &q->request;
       if (r->ctx.database != database || r->reason == SnapshotReason::post_analyze) {
@@ -55,20 +76,7 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
       }
       auto& targets = r->targets;
       for (auto it = targets.begin(); it != targets.end();) {
-        // By name: a qualified name is that table whichever session drops it; an unqualified one
-        // is when the same session holds it, or when the table held is in a schema of the after's
-        // search_path (where its CREATE put it). With afters waiting cfg.after_delay, a table
-        // recreated by a worker and dropped by another (a cleanup task, a psql session) is read
-        // once, by the DROP's before.
-        const bool same =
-            it->kind == TargetKind::after_by_oid
-                ? it->oid == t.oid
-                : it->name == t.table &&
-                      (!it->schema.empty() ? it->schema == t.schema
-                                           : (session != 0 && r->session == session) ||
-                                                 std::find(r->search_path.begin(), r->search_path.end(), t.schema) !=
-                                                     r->search_path.end());
-        if (!same) {
+        if (!before_is_after_of(*r, *it, session, t)) {
           ++it;
           continue;
         }
@@ -79,16 +87,28 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
       }
       q = targets.empty() ? queue_.erase(q) : std::next(q);
     }
+    // An after already being read when the hold's before was written: if it finds its table gone
+    // (the held DROP committed first), done() writes it as a copy of this before; if not, its
+    // write dates it just before this before (SnapshotRequest::befores_meanwhile).
+    for (const SnapshotRequest& r : running_) {
+      if (r.ctx.database != database || r.reason == SnapshotReason::post_analyze) continue;
+      auto& befores = *r.befores_meanwhile;
+      for (size_t i = 0; i < r.targets.size(); ++i)
+        if (befores[i].empty() && before_is_after_of(r, r.targets[i], session, t)) befores[i] = t.snapshot_id;
+    }
   }
-  if (!copies_.empty() && !copy_armed_) {
-    copy_armed_ = true;
-    copy_timer_.expires_after(cfg_.background_batch);
-    copy_timer_.async_wait([this](const boost::system::error_code& ec) {
-      copy_armed_ = false;
-      if (!ec) write_copies();
-    });
-  }
+  arm_copies();
   publish();
+}
+
+void AfterCapture::arm_copies() {
+  if (copies_.empty() || copy_armed_) return;
+  copy_armed_ = true;
+  copy_timer_.expires_after(cfg_.background_batch);
+  copy_timer_.async_wait([this](const boost::system::error_code& ec) {
+    copy_armed_ = false;
+    if (!ec) write_copies();
+  });
 }
 
 // Every copy gathered within one window is one statement (kCopyAfterSql), prepared once per store
@@ -118,21 +138,22 @@ void AfterCapture::write_copies(bool now) {
 void AfterCapture::pump() {
   const int limit = cfg_.after_concurrency > 0 ? cfg_.after_concurrency : std::max(1, cfg_.pool_size / 2);
   const auto now = Clock::now();
-  while (!stopped_ && running_ < limit && !queue_.empty() && queue_.front().ready <= now) {
+  while (!stopped_ && static_cast<int>(running_.size()) < limit && !queue_.empty() && queue_.front().ready <= now) {
     SnapshotRequest req = std::move(queue_.front().request);
     queue_.pop_front();
-    ++running_;
     req.deadline = now + cfg_.default_deadline;
-    auto copy = std::make_shared<SnapshotRequest>(req);
-    pipeline_.submit(std::move(req), [this, copy](SnapshotResult result) {
+    req.befores_meanwhile = std::make_shared<std::vector<std::string>>(req.targets.size());
+    auto run = running_.insert(running_.end(), req);
+    pipeline_.submit(std::move(req), [this, run](SnapshotResult result) {
       // The pipeline calls back on this thread.
-      --running_;
-      done(*copy, result);
+      SnapshotRequest finished = std::move(*run);
+      running_.erase(run);
+      done(finished, result);
       publish();
       pump();
     });
   }
-  if (!stopped_ && running_ < limit && !queue_.empty() && !delay_armed_) {
+  if (!stopped_ && static_cast<int>(running_.size()) < limit && !queue_.empty() && !delay_armed_) {
     delay_armed_ = true;
     delay_timer_.expires_at(queue_.front().ready);
     delay_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -147,6 +168,18 @@ void AfterCapture::done(const SnapshotRequest& req, const SnapshotResult& result
   if (stopped_) return;
   std::vector<TableResult> created;
   for (const auto& t : result.tables) {
+    if (t.outcome == SnapshotOutcome::table_missing) {
+      // Gone when read: a hold's before of it written meanwhile holds its shape.
+      const auto& befores = *req.befores_meanwhile;
+      for (size_t i = 0; i < req.targets.size(); ++i)
+        if (!befores[i].empty() && req.targets[i].name == t.table && req.targets[i].schema == t.schema) {
+          ++counters_.afters_absorbed;
+          ++counters_.afters_written;
+          copies_.push_back({befores[i], req.reason, req.targets[i].pair_hint, req.ctx});
+          break;
+        }
+      continue;
+    }
     if (t.outcome != SnapshotOutcome::written) continue;
     ++counters_.afters_written;
     if (req.reason == SnapshotReason::post_create) created.push_back(t);
@@ -162,6 +195,7 @@ void AfterCapture::done(const SnapshotRequest& req, const SnapshotResult& result
     }
   }
   if (cfg_.analyze_after_create && !created.empty()) analyze(req.ctx.database, created);
+  arm_copies();
   arm_poll();
 }
 
@@ -264,7 +298,7 @@ void AfterCapture::poll_database(const std::string& database, std::vector<Waitin
 }
 
 void AfterCapture::publish() {
-  counters_.afters_queued = queue_.size() + static_cast<uint64_t>(running_);
+  counters_.afters_queued = queue_.size() + running_.size();
   counters_.stats_waiting = waiting_.size();
 }
 

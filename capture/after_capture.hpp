@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
+#include <list>
 #include <map>
 #include <string>
 
@@ -47,6 +48,7 @@ class AfterCapture {
   };
   void pump();
   void done(const SnapshotRequest& req, const SnapshotResult& result);
+  void arm_copies();
   void analyze(const std::string& database, const std::vector<TableResult>& tables);
   void arm_poll();
   void poll();
@@ -67,7 +69,8 @@ class AfterCapture {
   std::deque<Queued> queue_;
   boost::asio::steady_timer delay_timer_;
   bool delay_armed_ = false;
-  int running_ = 0;
+  // Afters being read and written by the pipeline (their befores_meanwhile filled by absorb).
+  std::list<SnapshotRequest> running_;
   // By (database, oid): one after per table waits, the newest.
   std::map<std::pair<std::string, uint32_t>, Waiting> waiting_;
   boost::asio::steady_timer poll_timer_;

@@ -116,6 +116,11 @@ struct SnapshotRequest {
   // The client session it came from (0: none). A hold's before absorbs the session's own afters of
   // the same name still waiting to run (capture/after_capture.hpp).
   uint64_t session = 0;
+  // An after's, shared with capture/after_capture.cpp: per target, the id of a hold's before of
+  // that table written while the after was being read (empty: none). If the table is gone by the
+  // read, the after is that before's copy; if not, it is dated just before it (the before is the
+  // later statement's).
+  std::shared_ptr<std::vector<std::string>> befores_meanwhile;
   // Quarantined tables in yield_schema that use what these drop are purged first (capture's
   // connection, which owns the quarantine schema), each with a ledger row saying to what it yielded.
   std::vector<YieldSpec> yields;

@@ -291,7 +291,7 @@ void CaptureService::capture_after(SnapshotRequest request) {
 void CaptureService::record_event(EventRecord event) {
   if (impl_->stopped) return;
   asio::post(impl_->io, [impl = impl_.get(), event = std::move(event)] {
-    WriteRow row{"", new_uuid(), event.schema, event.table, std::nullopt, event.outcome, event.error, nullptr, {}};
+    WriteRow row{"", new_uuid(), event.schema, event.table, std::nullopt, event.outcome, event.error, nullptr, {}, {}};
     impl->ledger.write_events({row}, event.ctx, SnapshotReason::pre_drop, event.hold_ms, 0);
   });
 }

@@ -45,6 +45,8 @@ struct SnapshotJob {
   bool yield_done = false;            // its yields' purge ran (or was given up)
   std::vector<YieldedTable> yielded;
   std::string yield_error;
+  // The tables its write carries, counted in SnapshotPipeline::writing_ until it ends.
+  std::vector<SnapshotPipeline::TableKey> writing;
 };
 
 namespace {
@@ -345,7 +347,7 @@ void SnapshotPipeline::record_yielded(const JobPtr& job, const std::vector<Purge
   for (const PurgedTable& p : purged) {
     const YieldedTable& t = p.table;
     rows.push_back(WriteRow{"", new_uuid(), t.schema, t.table, t.oid, SnapshotOutcome::yielded,
-                            reason + " (purged " + job->req.yield_schema + "." + t.quarantine_table + ")", nullptr, {}});
+                            reason + " (purged " + job->req.yield_schema + "." + t.quarantine_table + ")", nullptr, {}, {}});
     Params params{job->req.ctx.database, p.detail, job->req.yield_schema, t.quarantine_table,
                   std::nullopt, std::nullopt, std::nullopt, std::string("0"), job->req.ctx.application_name,
                   job->req.ctx.client_addr, reason};
@@ -449,7 +451,7 @@ void SnapshotPipeline::build_rows(const JobPtr& job, std::optional<SnapshotOutco
   const auto& req = job->req;
   if (job->resolved) {
     for (const auto& t : job->catalog.tables) {
-      WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid, failure, error, &t, {}};
+      WriteRow row{new_uuid(), new_uuid(), t.snap.schema_name, t.snap.table_name, t.snap.table_oid, failure, error, &t, {}, {}};
       if (!t.target_indexes.empty()) row.pair_hint = req.targets[static_cast<size_t>(t.target_indexes.front())].pair_hint;
       job->rows.push_back(std::move(row));
     }
@@ -457,7 +459,7 @@ void SnapshotPipeline::build_rows(const JobPtr& job, std::optional<SnapshotOutco
   for (size_t i = 0; i < req.targets.size(); ++i) {
     if (job->resolved && job->catalog.target_found[i]) continue;
     const auto& t = req.targets[i];
-    WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.value_or(SnapshotOutcome::table_missing), error, nullptr, {}};
+    WriteRow row{"", new_uuid(), "", "", std::nullopt, failure.value_or(SnapshotOutcome::table_missing), error, nullptr, {}, {}};
     if (t.kind == TargetKind::schema) row.schema = t.name;
     else if (t.kind != TargetKind::owned_by) row.schema = t.schema, row.table = t.name;
     job->rows.push_back(std::move(row));
@@ -473,7 +475,8 @@ void SnapshotPipeline::write(const JobPtr& job) {
     for (const auto& row : job->rows) res.tables.push_back(result_of(row));
     return finish(job, std::move(res));
   }
-  if (groupable(job)) store_waiting_.push_back(job);
+  // A leader whose write was deferred (send_write) keeps its riders, and rides with no one.
+  if (groupable(job) && job->riders.empty()) store_waiting_.push_back(job);
   acquire(job, store_pool_, "", [this, job] {
     forget(store_waiting_, job);
     gather(job, store_waiting_, store_pool_, [](const JobPtr&) { return true; });
@@ -484,12 +487,21 @@ void SnapshotPipeline::write(const JobPtr& job) {
 // One statement for the leader's rows and its riders', in that order; each request gets its own
 // rows' answers back.
 void SnapshotPipeline::send_write(const JobPtr& job) {
+  if (meets_other_write(job)) {
+    release(job);
+    writes_deferred_.push_back(job);
+    return;
+  }
   const StoreSql& sql = sql_for_(*job->conn);
   ++counters_.store;
   // A rider whose deadline passed meanwhile has its ledger rows already (fail).
   forget_finished(job->riders);
   std::vector<JobPtr> group{job};
   group.insert(group.end(), job->riders.begin(), job->riders.end());
+  for (const auto& m : group) {
+    begin_write(m);
+    date_before_meanwhile(m);
+  }
   std::vector<WriteGroup> groups;
   for (const auto& m : group)
     groups.push_back({&m->rows, &m->req.ctx, m->req.reason, m->capture_ms, m->req.profile_of,
@@ -536,6 +548,62 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
   });
 }
 
+// An after's write and a hold's write of the same table never run at once. On two store
+// connections the server may start them in either order, so an after could be dated later than
+// the before of the DROP that ended its table without seeing that before, and the next recreate's
+// after would then pair with nothing (tests/after/test_churn_pairs.py, racing). Whichever comes
+// second waits for the first to end: an after waits off every client's path, a hold only when an
+// after of its very table is being written (a table recreated and dropped at once), for one write.
+bool SnapshotPipeline::meets_other_write(const JobPtr& job) const {
+  if (writing_.empty()) return false;
+  auto meets = [&](const JobPtr& m) {
+    return std::any_of(m->rows.begin(), m->rows.end(), [&](const WriteRow& row) {
+      if (!row.captured) return false;
+      auto it = writing_.find({m->req.ctx.database, row.captured->snap.table_oid});
+      return it != writing_.end() && (m->req.background ? it->second.holds : it->second.afters) > 0;
+    });
+  };
+  return meets(job) || std::any_of(job->riders.begin(), job->riders.end(), meets);
+}
+
+void SnapshotPipeline::begin_write(const JobPtr& job) {
+  if (!job->writing.empty()) return;
+  for (const auto& row : job->rows) {
+    if (!row.captured) continue;
+    job->writing.push_back({job->req.ctx.database, row.captured->snap.table_oid});
+    auto& w = writing_[job->writing.back()];
+    ++(job->req.background ? w.afters : w.holds);
+  }
+}
+
+// The writes deferred for this one go on (write, which checks again).
+void SnapshotPipeline::end_write(const JobPtr& job) {
+  if (job->writing.empty()) return;
+  for (const auto& key : job->writing) {
+    auto it = writing_.find(key);
+    if (it == writing_.end()) continue;
+    --(job->req.background ? it->second.afters : it->second.holds);
+    if (it->second.afters <= 0 && it->second.holds <= 0) writing_.erase(it);
+  }
+  job->writing.clear();
+  auto deferred = std::move(writes_deferred_);
+  writes_deferred_.clear();
+  for (const auto& w : deferred)
+    if (!w->finished) write(w);
+}
+
+// Read at send time: the hold's before may have been written while this after waited for a
+// store connection or for that hold's write.
+void SnapshotPipeline::date_before_meanwhile(const JobPtr& job) {
+  if (!job->req.befores_meanwhile) return;
+  const auto& befores = *job->req.befores_meanwhile;
+  for (auto& row : job->rows)
+    if (row.captured && !row.captured->target_indexes.empty()) {
+      const auto i = static_cast<size_t>(row.captured->target_indexes.front());
+      if (i < befores.size()) row.dated_before = befores[i];
+    }
+}
+
 // ---- ends of a request ----
 
 void SnapshotPipeline::finish(const JobPtr& job, SnapshotResult res) {
@@ -553,6 +621,7 @@ void SnapshotPipeline::finish(const JobPtr& job, SnapshotResult res) {
   } catch (const std::exception& e) {
     spdlog::error("predrop capture callback threw: {}", e.what());
   }
+  end_write(job);
 }
 
 // A failure ends the request at once, then its ledger rows are written (best effort).
@@ -566,6 +635,7 @@ void SnapshotPipeline::fail(const JobPtr& job, SnapshotOutcome outcome, const st
   }
   forget(capture_waiting_, job);
   forget(store_waiting_, job);
+  forget(writes_deferred_, job);
   // A connection busy for this request may be stuck (a slow store, a lock): cancel and close it.
   if (job->conn) release(job, !job->conn->busy());
   spdlog::warn("predrop snapshot {} for {} target(s) in database '{}': {}", to_string(outcome), job->req.targets.size(),

@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -35,6 +36,8 @@ class SnapshotPipeline {
   // Ends every request still running with capture_error.
   void shutdown();
 
+  using TableKey = std::pair<std::string, uint32_t>;   // database, table OID
+
  private:
   void start(JobPtr job);
   // background: the request yields to every request that is not (an after waits for holds).
@@ -57,6 +60,10 @@ class SnapshotPipeline {
   void build_rows(const JobPtr& job, std::optional<SnapshotOutcome> failure, const std::string& error);
   void write(const JobPtr& job);
   void send_write(const JobPtr& job);
+  bool meets_other_write(const JobPtr& job) const;
+  void begin_write(const JobPtr& job);
+  void end_write(const JobPtr& job);
+  void date_before_meanwhile(const JobPtr& job);
   void start_capture(const JobPtr& job);
   bool groupable(const JobPtr& job) const;
   static void forget(std::vector<JobPtr>& waiting, const JobPtr& job);
@@ -79,6 +86,13 @@ class SnapshotPipeline {
   std::set<std::string> prepared_;   // database + '\n' + prepare_sql that succeeded
   // Requests waiting for a capture / store connection that another's statement may carry.
   std::vector<JobPtr> capture_waiting_, store_waiting_;
+  // Tables whose write is in flight, by how many holds' and afters' writes carry each, and the
+  // writes that wait for them (meets_other_write).
+  struct Writing {
+    int holds = 0, afters = 0;
+  };
+  std::map<TableKey, Writing> writing_;
+  std::vector<JobPtr> writes_deferred_;
   static constexpr size_t kGroupMax = 64;
 };
 

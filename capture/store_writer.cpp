@@ -54,13 +54,13 @@ WITH i AS (
                        $8::bigint[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[], $14::int[],
                        $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::text[],
                        $33::uuid[], $22::text[], $23::text[], $25::text[], $26::text[], $27::text[], $28::text[],
-                       $29::text[], $30::float8[], $31::text[], $32::uuid[])
+                       $29::text[], $30::float8[], $31::text[], $32::uuid[], $35::uuid[])
     WITH ORDINALITY AS i(sid, eid, schema_name, table_name, table_oid, pre_outcome, column_count,
                          row_count_estimate, schema_hash, columns_profile, stats_available, extra,
                          resource_identity, version, parser_version, normalization_version,
                          layout_profile, header_quality, is_truncated, error, pair_hint, db, reason,
                          statement_kind, statement, session_user_name, application_name, client_addr,
-                         capture_ms, fingerprint, profile_of, ord)
+                         capture_ms, fingerprint, profile_of, dated_before, ord)
 ), d AS (
   -- de-duplication window: the same (database, schema, table, hash) captured within $21 seconds;
   -- rows the reference application wrote (no database_name) count too. Befores only, on both
@@ -72,35 +72,47 @@ WITH i AS (
      AND (s.database_name = i.db OR s.database_name IS NULL)
      AND s.captured_at > now() - make_interval(secs => $21::int)
    ORDER BY i.ord, s.captured_at DESC
+), dt AS (
+  -- An after that read its table while a later statement's before of it was written (a DROP held
+  -- while the after ran: WriteRow::dated_before) is of the time before that before: it is dated
+  -- just before it, as a copied after is, and pairs only with what came before it.
+  SELECT i.ord, b.captured_at FROM i JOIN @STORE@ b ON b.id = i.dated_before
 ), p AS (
   -- The before an after completes (kPairOfSql); a post_analyze joins the pair of the after whose
   -- profile it completes (profile_of).
   SELECT i.ord, CASE
     WHEN i.reason = 'post_analyze' THEN (SELECT s.pair_of FROM @STORE@ s WHERE s.id = i.profile_of)
-    ELSE @PAIR_OF:i.reason|i.pair_hint|i.db|i.table_oid|i.schema_name|i.table_name|TRUE|'infinity'@
+    ELSE @PAIR_OF:i.reason|i.pair_hint|i.db|i.table_oid|i.schema_name|i.table_name|b.captured_at < coalesce((SELECT dt.captured_at FROM dt WHERE dt.ord = i.ord), 'infinity')|coalesce((SELECT dt.captured_at FROM dt WHERE dt.ord = i.ord), 'infinity')@
   END AS pair_of
     FROM i WHERE i.pre_outcome = 'capture' AND left(i.reason, 5) = 'post_'
 ), sup AS (
   -- A recreate whose after ran late (afters yield to holds): if the table it names was dropped
-  -- again meanwhile through predrop, what the catalog shows now is a later table. The later DROP's
-  -- before (the first of that name since the pair's before, of another OID) holds the shape this
-  -- after is about: it is used instead, and extra says so.
-  SELECT p.ord, b.*
-    FROM p JOIN i ON i.ord = p.ord
-           JOIN @STORE@ pb ON pb.id = p.pair_of
-   CROSS JOIN LATERAL (
-     SELECT s.id, s.table_oid, s.column_count, s.row_count_estimate, s.schema_hash, s.columns_profile,
-            s.stats_available, s.resource_identity, s.version, s.parser_version, s.normalization_version,
-            s.layout_profile, s.header_quality, s.is_truncated
-       FROM @STORE@ s
-      WHERE s.database_name = i.db AND s.schema_name = i.schema_name AND s.table_name = i.table_name
-        AND s.reason = 'pre_drop' AND s.captured_at > pb.captured_at
-        AND s.table_oid IS DISTINCT FROM pb.table_oid
-      ORDER BY s.captured_at LIMIT 1) b
-   WHERE i.reason = 'post_create'
+  -- again meanwhile through predrop, what the catalog shows now is a later table. The DROP's before
+  -- holds the shape this after is about, and is used instead (extra says so): the before written
+  -- while the after ran (dated_before) when it is of another table than the one read, else the
+  -- later DROP's before (the first of that name since the pair's before, of another OID).
+  SELECT i.ord, b.*
+    FROM i CROSS JOIN LATERAL (
+     (SELECT s.id, s.table_oid, s.column_count, s.row_count_estimate, s.schema_hash, s.columns_profile,
+             s.stats_available, s.resource_identity, s.version, s.parser_version, s.normalization_version,
+             s.layout_profile, s.header_quality, s.is_truncated
+        FROM @STORE@ s
+       WHERE s.id = i.dated_before AND s.table_oid IS DISTINCT FROM i.table_oid)
+     UNION ALL
+     (SELECT s.id, s.table_oid, s.column_count, s.row_count_estimate, s.schema_hash, s.columns_profile,
+             s.stats_available, s.resource_identity, s.version, s.parser_version, s.normalization_version,
+             s.layout_profile, s.header_quality, s.is_truncated
+        FROM p JOIN @STORE@ pb ON pb.id = p.pair_of
+             JOIN @STORE@ s ON s.database_name = i.db AND s.schema_name = i.schema_name
+                           AND s.table_name = i.table_name AND s.reason = 'pre_drop'
+                           AND s.captured_at > pb.captured_at AND s.table_oid IS DISTINCT FROM pb.table_oid
+       WHERE p.ord = i.ord
+       ORDER BY s.captured_at LIMIT 1)
+     LIMIT 1) b
+   WHERE i.reason = 'post_create' AND i.pre_outcome = 'capture'
 ), w AS (
   INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
-                       client_addr, capture_ms, pair_of)
+                       client_addr, capture_ms, pair_of, captured_at)
   SELECT i.sid, i.schema_name, i.table_name,
          CASE WHEN sup.id IS NULL THEN i.resource_identity ELSE sup.resource_identity END,
          CASE WHEN sup.id IS NULL THEN i.version ELSE sup.version END, i.reason, $24,
@@ -119,7 +131,7 @@ WITH i AS (
          CASE WHEN sup.id IS NULL THEN i.is_truncated ELSE sup.is_truncated END, i.db,
          CASE WHEN sup.id IS NULL THEN i.table_oid ELSE sup.table_oid END, i.statement_kind, i.statement,
          i.session_user_name, i.application_name, i.client_addr, i.capture_ms,
-         p.pair_of
+         p.pair_of, least(now(), (SELECT dt.captured_at - interval '1 microsecond' FROM dt WHERE dt.ord = i.ord))
     FROM i LEFT JOIN p ON p.ord = i.ord LEFT JOIN sup ON sup.ord = i.ord
    WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
   RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at, table_oid, database_name, reason
@@ -304,7 +316,8 @@ StoreSql build_store_sql(const std::string& store, const std::string& events) {
 
 Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& cfg) {
   std::vector<Column> cols(20);
-  Column hints, dbs, reasons, kinds, statements, users, apps, addrs, capture_ms, fingerprints, profile_ofs;
+  Column hints, dbs, reasons, kinds, statements, users, apps, addrs, capture_ms, fingerprints, profile_ofs,
+      dated_befores;
   for (const auto& g : groups) {
     for (const auto& r : *g.rows) {
       const CapturedTable* t = r.captured;
@@ -349,6 +362,7 @@ Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& 
       capture_ms.push_back(ms_text(g.capture_ms));
       fingerprints.push_back(opt_text(ctx.fingerprint));
       profile_ofs.push_back(opt_text(g.profile_of));
+      dated_befores.push_back(r.captured ? opt_text(r.dated_before) : std::nullopt);
     }
   }
   Params p;
@@ -376,6 +390,7 @@ Params write_params(const std::vector<WriteGroup>& groups, const CaptureConfig& 
     server = g.server;
   }
   p.push_back(server);
+  p.push_back(pg_array_literal(dated_befores));       // $35
   return p;
 }
 

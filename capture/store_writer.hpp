@@ -44,6 +44,9 @@ struct WriteRow {
   std::string error;
   const CapturedTable* captured = nullptr;
   std::string pair_hint;    // an after: the before its target named (TargetSpec::pair_hint)
+  // An after: a hold's before of its table written while it ran (SnapshotRequest::befores_meanwhile);
+  // it is dated just before that snapshot.
+  std::string dated_before;
 };
 
 // The rows of one request and what they share. profile_of: a post_analyze's after (its pair is

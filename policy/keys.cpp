@@ -164,6 +164,8 @@ std::vector<ConfigKey> build_config_keys() {
   k.push_back(int_key<Config>("capture.idle_close_s", [](auto& c) -> auto& { return c.capture_idle_close_s; }, 0,
                               86400, restart));
   k.push_back(bool_key<Config>("capture.after", [](auto& c) -> auto& { return c.after_capture; }, sighup));
+  k.push_back(int_key<Config>("capture.after_delay_ms", [](auto& c) -> auto& { return c.after_delay_ms; }, 0, 60000,
+                              restart));
   k.push_back(bool_key<Config>("capture.analyze_after_create",
                                [](auto& c) -> auto& { return c.analyze_after_create; }, sighup));
   k.push_back(int_key<Config>("capture.stats_horizon_s", [](auto& c) -> auto& { return c.stats_horizon_s; }, 0,

@@ -119,6 +119,9 @@ struct Config {
   // The "after": once a transaction that created or changed a covered table commits, its new shape
   // is captured (post_create / post_alter), and its profile again once statistics exist (post_analyze).
   bool after_capture = true;
+  // An after waits this long for a hold of its table to write it as a copy of its before (no
+  // catalog read): a table recreated and dropped within it is read once.
+  int after_delay_ms = 1000;
   bool analyze_after_create = false;   // run ANALYZE on a new table ourselves (samples it: off by default)
   int stats_horizon_s = 3600;          // wait this long for pg_stats, then keep the shape alone
   int stats_poll_ms = 5000;            // one pg_stat_user_tables query per database this often

@@ -139,6 +139,7 @@ capture::CaptureConfig capture_config(const policy::Config& cfg) {
   cc.enrich_identity_sql = cfg.enrich_identity_sql;
   cc.enrich_provenance_sql = cfg.enrich_provenance_sql;
   cc.store_check_interval = std::chrono::seconds(cfg.store_check_interval_s);
+  cc.after_delay = std::chrono::milliseconds(cfg.after_delay_ms);
   cc.analyze_after_create = cfg.analyze_after_create;
   cc.stats_horizon = std::chrono::seconds(cfg.stats_horizon_s);
   cc.stats_poll = std::chrono::milliseconds(cfg.stats_poll_ms);

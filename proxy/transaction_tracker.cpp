@@ -1,5 +1,7 @@
 #include "proxy/transaction_tracker.hpp"
 
+#include <algorithm>
+
 namespace predrop::proxy {
 
 namespace {
@@ -8,6 +10,19 @@ const HeldTable* find_held(const std::vector<HeldTable>& held, const parser::Rel
   for (auto it = held.rbegin(); it != held.rend(); ++it)
     if (it->table == name.name && (name.schema.empty() || it->schema == name.schema)) return &*it;
   return nullptr;
+}
+
+// An earlier transaction's DROP that a CREATE of `name` recreates: unqualified, only a table of a
+// schema on the session's path now (where the CREATE can have put it).
+std::vector<HeldTable>::const_iterator find_recreated(const std::vector<HeldTable>& dropped,
+                                                     const parser::RelationName& name,
+                                                     const std::vector<std::string>& path) {
+  for (auto it = dropped.rbegin(); it != dropped.rend(); ++it)
+    if (it->table == name.name &&
+        (name.schema.empty() ? std::find(path.begin(), path.end(), it->schema) != path.end()
+                             : it->schema == name.schema))
+      return std::next(it).base();
+  return dropped.end();
 }
 
 }  // namespace
@@ -38,6 +53,12 @@ void TransactionTracker::completed(const parser::Statement& st, const std::share
         if (const HeldTable* h = find_held(*held, target->relation)) done.oid = h->oid, done.before_id = h->snapshot_id;
     } else if (const HeldTable* h = find_held(dropped_, c.relation)) {
       done.before_id = h->snapshot_id;   // a recreate of what this transaction dropped
+      dropped_.erase(dropped_.begin() + (h - dropped_.data()));
+    } else if (auto r = find_recreated(dropped_before_, c.relation, path.current()); r != dropped_before_.end()) {
+      // A recreate of what an earlier transaction of this session dropped (a worker's autocommit
+      // DROP, then CREATE): named here, the pair does not depend on the order in which the store
+      // receives this after and the befores of other cycles (tests/after/test_churn_pairs.py).
+      done.before_id = r->snapshot_id;
     }
     changes_.push_back(std::move(done));
   }
@@ -73,8 +94,21 @@ void TransactionTracker::completed(const parser::Statement& st, const std::share
 }
 
 void TransactionTracker::ended(bool committed) {
-  if (committed)
-    for (auto& c : changes_) outcomes_.committed.push_back(std::move(c));
+  if (committed) {
+    // A committed CREATE consumes the earlier DROP it recreates; this transaction's DROPs that no
+    // CREATE of it recreated are the ones later CREATEs recreate.
+    for (auto& c : changes_) {
+      if (c.change.kind == parser::ShapeChange::Kind::create)
+        if (auto r = find_recreated(dropped_before_, c.change.relation, c.search_path); r != dropped_before_.end())
+          dropped_before_.erase(r);
+      outcomes_.committed.push_back(std::move(c));
+    }
+    for (auto& d : dropped_) {
+      std::erase_if(dropped_before_, [&](const HeldTable& h) { return h.schema == d.schema && h.table == d.table; });
+      if (dropped_before_.size() >= kRememberedDrops) dropped_before_.erase(dropped_before_.begin());
+      dropped_before_.push_back(std::move(d));
+    }
+  }
   forget_open();
 }
 

@@ -90,6 +90,10 @@ class TransactionTracker {
   std::vector<CompletedChange> changes_;                  // completed in the open transaction
   std::vector<std::pair<std::string, size_t>> marks_;     // savepoint name, changes_ size then
   std::vector<HeldTable> dropped_;   // snapshotted by the holds of DROP TABLEs this transaction ran
+  // Those of earlier committed transactions not yet recreated by this session, newest last, one per
+  // name, at most kRememberedDrops (a worker recreates the few tables it drops).
+  static constexpr size_t kRememberedDrops = 64;
+  std::vector<HeldTable> dropped_before_;
   ShapeOutcomes outcomes_;
   std::optional<std::string> prepared_gid_;
   uint64_t changes_dropped_ = 0;

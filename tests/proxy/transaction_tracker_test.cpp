@@ -97,6 +97,57 @@ TEST_F(TrackerFixture, ARecreateCompletesTheBeforeItsTransactionsHeldDropWrote) 
   EXPECT_TRUE(o.committed[0].before_id.empty());
 }
 
+// A worker's autocommit recreate: DROP in one transaction, CREATE in the next. The CREATE names the
+// DROP's before, once: a later CREATE of the name recreates whatever dropped it since, which the
+// store finds by name.
+TEST_F(TrackerFixture, ARecreateCompletesTheBeforeOfTheSessionsEarlierDrop) {
+  std::vector<HeldTable> held{{"public", "t", 4242, "before-id"}};
+  run("DROP TABLE t", &held);
+  t.ended(true);
+  t.ended(true);
+  run("CREATE TABLE t (x int)");
+  t.ended(true);
+  auto o = t.take_shape_outcomes();
+  ASSERT_EQ(o.committed.size(), 1u);
+  EXPECT_EQ(o.committed[0].before_id, "before-id");
+  run("CREATE TABLE t (x int)");
+  t.ended(true);
+  o = t.take_shape_outcomes();
+  ASSERT_EQ(o.committed.size(), 1u);
+  EXPECT_TRUE(o.committed[0].before_id.empty());
+}
+
+TEST_F(TrackerFixture, ARolledBackDropOrRecreateLeavesTheEarlierDropToRecreate) {
+  std::vector<HeldTable> held{{"public", "t", 4242, "rolled-back"}};
+  run("DROP TABLE t", &held);
+  t.ended(false);
+  run("CREATE TABLE t (x int)");
+  t.ended(true);
+  EXPECT_TRUE(t.take_shape_outcomes().committed[0].before_id.empty());
+
+  std::vector<HeldTable> kept{{"public", "u", 4243, "kept"}};
+  run("DROP TABLE u", &kept);
+  t.ended(true);
+  run("CREATE TABLE u (x int)");
+  t.ended(false);
+  run("CREATE TABLE u (x int)");
+  t.ended(true);
+  EXPECT_EQ(t.take_shape_outcomes().committed[0].before_id, "kept");
+}
+
+// Unqualified, a CREATE recreates only a table of a schema on the session's path (public here).
+TEST_F(TrackerFixture, AnUnqualifiedRecreateLooksOnlyInTheSessionsPath) {
+  std::vector<HeldTable> held{{"elsewhere", "t", 4242, "elsewhere-id"}};
+  run("DROP TABLE elsewhere.t", &held);
+  t.ended(true);
+  run("CREATE TABLE t (x int)");
+  t.ended(true);
+  EXPECT_TRUE(t.take_shape_outcomes().committed[0].before_id.empty());
+  run("CREATE TABLE elsewhere.t (x int)");
+  t.ended(true);
+  EXPECT_EQ(t.take_shape_outcomes().committed[0].before_id, "elsewhere-id");
+}
+
 TEST_F(TrackerFixture, AnAlterTheHoldSnapshottedIsFollowedByOid) {
   std::vector<HeldTable> held{{"public", "t", 4242, "before-id"}};
   run("ALTER TABLE t ADD COLUMN y int", &held);
