@@ -76,7 +76,10 @@ WITH i AS (
   -- An after that read its table while a later statement's before of it was written (a DROP held
   -- while the after ran: WriteRow::dated_before) is of the time before that before: it is dated
   -- just before it, as a copied after is, and pairs only with what came before it.
-  SELECT i.ord, b.captured_at FROM i JOIN @STORE@ b ON b.id = i.dated_before
+  -- Looked up by id per row (a join could be planned as a scan of the store while it is small,
+  -- and the plan is kept).
+  SELECT i.ord, (SELECT b.captured_at FROM @STORE@ b WHERE b.id = i.dated_before) AS captured_at
+    FROM i WHERE i.dated_before IS NOT NULL
 ), p AS (
   -- The before an after completes (kPairOfSql); a post_analyze joins the pair of the after whose
   -- profile it completes (profile_of).
