@@ -92,7 +92,7 @@ class TransactionTracker {
   std::vector<HeldTable> dropped_;   // snapshotted by the holds of DROP TABLEs this transaction ran
   // Those of earlier committed transactions not yet recreated by this session, newest last, one per
   // name, at most kRememberedDrops (a worker recreates the few tables it drops).
-  static constexpr size_t kRememberedDrops = 64;
+  static constexpr size_t kRememberedDrops = 16;
   std::vector<HeldTable> dropped_before_;
   ShapeOutcomes outcomes_;
   std::optional<std::string> prepared_gid_;
