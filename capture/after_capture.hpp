@@ -32,7 +32,9 @@ class AfterCapture {
   // A hold's snapshot was written: an after still waiting for the same table (by OID, or by name:
   // see absorb's rule) would read the very shape that before holds, or, if the hold's statement
   // drops it, nothing at all. It is written as a copy of that before instead, with no catalog read.
-  // `database` and `session` are the hold's.
+  // An after already being read (running_) is told of that before instead (befores_meanwhile): it is
+  // dated before it, or becomes its copy if it finds the table gone. `database` and `session` are
+  // the hold's; the rule of what matches is before_is_after_of (after_capture.cpp).
   void absorb(const std::string& database, uint64_t session, const SnapshotResult& result);
   // Writes the copies gathered so far now rather than at the end of their window (stopping).
   void flush_copies();

@@ -2,7 +2,8 @@
 // batched catalog and bounded pg_stats query -> optional enrichment -> store connection
 // (its own bounded pool) -> one statement writing snapshots, dedup and ledger rows. A timer per
 // request enforces its deadline: done() runs once, with timeout, and whatever connection was busy
-// for it is cancelled and closed. Runs on the event-loop thread only.
+// for it is cancelled and closed. An after's write and a hold's write of the same table never run
+// at once (meets_other_write). Runs on the event-loop thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
