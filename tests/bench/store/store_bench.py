@@ -10,7 +10,8 @@
    Printed: the DROP's latency at the client (pgbench -r), the hold's p50/p99 from the ledger,
    cycles per second, and how long predrop's background store work went on after the run.
 2. Bytes per snapshot: STORE_TABLES (default 200) analysed 20-column tables of 2,000 rows dropped
-   through predrop; the snapshot rows' average size (pg_column_size of the row) and the table's
+   through predrop, of two kinds (TABLE_KINDS: every common type, and the reference platform's
+   open-data shape); the snapshot rows' average size (pg_column_size of the row) and the table's
    growth with its indexes and TOAST, per snapshot (spec 023 SC-006: about 4 KB).
 
 Environment: PGHOST PGPORT PREDROP_BIN; BENCH_WORK (results in store-results.tsv).
@@ -86,35 +87,61 @@ def churn(h, label, script, p=None):
     record("store", key + "_store_lag_s", "%.1f" % lag)
 
 
-def bytes_per_snapshot(h):
-    cols = ", ".join(["c%d %s" % (i, t) for i, t in enumerate(
-        ["bigint", "int", "smallint", "bigint", "numeric", "real", "double precision", "text", "varchar(40)",
-         "char(8)", "boolean", "date", "timestamp", "timestamptz", "uuid", "jsonb", "bytea", "inet", "interval",
-         "int[]"])])
-    vals = ("g, g, (g %% 100)::smallint, g * 7, g * 1.5, g / 3.0, g / 7.0, 'provincia ' || (g %% 24), md5(g::text), "
-            "'x' || (g %% 10), g %% 2 = 0, date '2026-01-01' + g %% 365, timestamp '2026-01-01' + g * interval '1 min', "
-            "now(), gen_random_uuid(), jsonb_build_object('k', g %% 5), decode(md5(g::text), 'hex'), "
-            "('10.0.' || (g %% 250) || '.1')::inet, g * interval '1 s', ARRAY[g, g + 1]")
-    h.exec("CREATE SCHEMA sz; DO $$BEGIN FOR i IN 1..%d LOOP EXECUTE format('CREATE TABLE sz.t%%s (%s)', i); "
-           "EXECUTE format('INSERT INTO sz.t%%s SELECT %s FROM generate_series(1, 2000) g', i); END LOOP; END$$; ANALYZE;"
-           % (TABLES, cols, vals.replace("'", "''")))
+# Two kinds of analysed 20-column table. "every type": one column of each common type, three of
+# them hex (md5 text, uuid, bytea) whose 20 histogram values lz4 (the server's TOAST compressor)
+# cannot shrink. "open data": the shape of the reference platform's ingested tables, whose own
+# measurement SC-006 is (spec 023: ~4 KB per snapshot over its real tables): names, codes, free
+# text, amounts, dates and coordinates, as a CSV from a public body has them.
+TABLE_KINDS = [
+    ("every type",
+     ["bigint", "int", "smallint", "bigint", "numeric", "real", "double precision", "text", "varchar(40)",
+      "char(8)", "boolean", "date", "timestamp", "timestamptz", "uuid", "jsonb", "bytea", "inet", "interval",
+      "int[]"],
+     "g, g, (g %% 100)::smallint, g * 7, g * 1.5, g / 3.0, g / 7.0, 'provincia ' || (g %% 24), md5(g::text), "
+     "'x' || (g %% 10), g %% 2 = 0, date '2026-01-01' + g %% 365, timestamp '2026-01-01' + g * interval '1 min', "
+     "now(), gen_random_uuid(), jsonb_build_object('k', g %% 5), decode(md5(g::text), 'hex'), "
+     "('10.0.' || (g %% 250) || '.1')::inet, g * interval '1 s', ARRAY[g, g + 1]"),
+    ("open data",
+     ["bigint", "bigint", "text", "text", "text", "character varying(8)", "text", "character varying(255)",
+      "text", "double precision", "numeric(14,2)", "integer", "date", "timestamp", "smallint", "smallint",
+      "boolean", "double precision", "double precision", "character varying(255)"],
+     "g, 20000000000 + (g * 7919) %% 9999999999, 'Provincia ' || (g %% 24), 'Departamento ' || (g * 29 %% 527), "
+     "'Localidad ' || (g * 17 %% 1800), 'B' || lpad((1000 + g * 13 %% 8000)::text, 4, '0') || 'ABC', "
+     "'Ministerio de ' || (ARRAY['Economia','Salud','Educacion','Obras Publicas','Desarrollo Social',"
+     "'Transporte','Seguridad','Cultura'])[1 + g %% 8], 'Programa ' || (g %% 97) || ' - Asistencia financiera', "
+     "'Transferencia para obra ' || (g * 7919 %% 100000) || ' en ' || 'Localidad ' || (g * 17 %% 1800), "
+     "(g * 7919 %% 1000000) / 7.0, ((g * 104729) %% 10000000) / 100.0, g %% 500, date '2020-01-01' + g %% 2000, "
+     "timestamp '2026-01-01' + g * interval '37 s', (2020 + g %% 7)::smallint, (1 + g %% 12)::smallint, g %% 3 > 0, "
+     "-22.0 - (g * 7 %% 3300) / 100.0, -54.0 - (g * 11 %% 1400) / 100.0, "
+     "'https://datos.gob.ar/dataset/' || (ARRAY['presupuesto','obras','salud','transporte'])[1 + g %% 4]"),
+]
+
+
+def bytes_per_snapshot(h, label, types, vals, schema):
+    cols = ", ".join(["c%d %s" % (i, t) for i, t in enumerate(types)])
+    h.exec("CREATE SCHEMA %s; DO $$BEGIN FOR i IN 1..%d LOOP EXECUTE format('CREATE TABLE %s.t%%s (%s)', i); "
+           "EXECUTE format('INSERT INTO %s.t%%s SELECT %s FROM generate_series(1, 2000) g', i); END LOOP; END$$; "
+           "ANALYZE;" % (schema, TABLES, schema, cols, schema, vals.replace("'", "''")))
     p = h.start_predrop("--hold-timeout-ms", "60000", admin=False)  # migrates the store first
     before = h.sq("SELECT pg_total_relation_size('predrop.schema_snapshots')")[0][0]
     c = h.pconnect()
     with c.cursor() as cur:
         for i in range(1, TABLES + 1):
-            cur.execute("DROP TABLE sz.t%d" % i)
+            cur.execute("DROP TABLE %s.t%d" % (schema, i))
     c.close()
     time.sleep(1)
     h.stop_predrop(p)
-    n, avg_row, avg_profile = h.sq("SELECT count(*), avg(pg_column_size(s.*)), avg(pg_column_size(s.columns_profile)) "
-                                   "FROM predrop.schema_snapshots s WHERE schema_name = 'sz' AND reason = 'pre_drop'")[0]
+    n, avg_row, avg_profile, avg_json = h.sq(
+        "SELECT count(*), avg(pg_column_size(s.*)), avg(pg_column_size(s.columns_profile)), "
+        "avg(octet_length(s.columns_profile::text)) "
+        "FROM predrop.schema_snapshots s WHERE schema_name = %s AND reason = 'pre_drop'", (schema,))[0]
     after = h.sq("SELECT pg_total_relation_size('predrop.schema_snapshots')")[0][0]
-    print("  %d analysed 20-column tables dropped: %d snapshots, %.0f bytes a row (columns_profile %.0f, as stored), "
-          "%.0f bytes a snapshot with indexes and TOAST" % (TABLES, n, avg_row or 0, avg_profile or 0,
-                                                             (after - before) / max(n, 1)))
-    record("store", "bytes_per_snapshot_row", "%.0f" % (avg_row or 0))
-    record("store", "bytes_per_snapshot_with_indexes", "%.0f" % ((after - before) / max(n, 1)))
+    print("  %-10s %d analysed 20-column tables dropped: %d snapshots, %.0f bytes a row (columns_profile %.0f as "
+          "stored, %.0f as JSON text), %.0f bytes a snapshot with indexes and TOAST"
+          % (label, TABLES, n, avg_row or 0, avg_profile or 0, avg_json or 0, (after - before) / max(n, 1)))
+    key = label.replace(" ", "_")
+    record("store", "bytes_per_snapshot_row_" + key, "%.0f" % (avg_row or 0))
+    record("store", "bytes_per_snapshot_with_indexes_" + key, "%.0f" % ((after - before) / max(n, 1)))
 
 
 def main():
@@ -136,8 +163,9 @@ def main():
         churn(h, "loaded, never analysed", script)
         h.exec("ANALYZE predrop.schema_snapshots; ANALYZE predrop.drop_events", db=h.store_db)
         churn(h, "loaded, analysed", script)
-        print("bytes per snapshot:")
-        bytes_per_snapshot(h)
+        print("bytes per snapshot (spec 023 SC-006: about 4 KB):")
+        for i, (label, types, vals) in enumerate(TABLE_KINDS):
+            bytes_per_snapshot(h, label, types, vals, "sz%d" % i)
     finally:
         h.cleanup()
     write_results("store")
