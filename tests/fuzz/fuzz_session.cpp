@@ -6,12 +6,18 @@
 // fail-closed, quarantined; or text of its own), as simple or extended queries, and when the
 // capture answers (written, failed, timed out) and when the client leaves.
 //
+// It also takes the roads a well-behaved client does not: an SSLRequest or GSSENCRequest before the
+// startup (answered 'N', as no tls is configured), COPY FROM STDIN (ended by CopyDone or CopyFail)
+// and COPY TO STDOUT between the statements, and bytes of the input's own, raw or as a message of a
+// type of its own, after which the session may end the connection as the server would.
+//
 // Invariants, trapped: what the server receives is what the client sent, in order, except that a
 // held message the hold refused or substituted arrives as its stand-in (a DO block, as a Query, or
 // as Parse + Bind + Execute of the unnamed statement) in exactly its place, and once the client
 // leaves nothing more; the session finds no fault in those well-formed messages and stays open
 // until its client leaves; every capture request ends its hold (the hold endings counted by /metrics
-// grow at least by the requests); and ASan and UBSan see nothing. This complements fuzz_hold, which
+// grow at least by the requests); and ASan and UBSan see nothing. Once the input sent bytes of its own,
+// only the last two, and that the session lets go of everything, still hold. This complements fuzz_hold, which
 // drives the hold alone through every interleaving of its answers.
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -116,6 +122,8 @@ struct FakeServer {
   bool started = false;
   bool skipping = false;   // after an error in the extended protocol: up to Sync, as the server
   bool unnamed_is_do = false;
+  bool copy_in = false;    // after CopyInResponse, until CopyDone or CopyFail
+  bool dead = false;       // a message no server would frame: it ended the connection
 
   void pump() {
     char buf[8192];
@@ -135,8 +143,15 @@ struct FakeServer {
         out += message('R', std::string("\0\0\0\0", 4)) + message('Z', "I");
         continue;
       }
-      if (in.size() < 5) break;
+      if (dead || in.size() < 5) break;
       uint32_t len = wire::read_u32(in.data() + 1);
+      if (len < 4) {   // the server's "invalid message length": FATAL, and the connection ends
+        dead = true;
+        out += message('E', cstr("SFATAL") + cstr("C08P01") + cstr("Minvalid message length") + std::string(1, '\0'));
+        (void)::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::shutdown(fd, SHUT_RDWR);
+        return;
+      }
       if (in.size() < len + 1) break;
       std::string m = in.substr(0, len + 1);
       in.erase(0, len + 1);
@@ -151,11 +166,33 @@ struct FakeServer {
                             std::string(1, '\0'));
   }
 
+  // CopyInResponse and CopyOutResponse: text, one column.
+  static std::string copy_response(char type) { return message(type, std::string("\0\0\1\0\0", 5)); }
+
   void answer(const std::string& m, std::string& out) {
     std::string_view body(m.data() + 5, m.size() - 5);
     const bool is_do = body.substr(0, 3) == "DO ";
+    if (copy_in) {
+      // As the server's CopyGetData: Flush and Sync are ignored, anything else ends the COPY with an
+      // error (and is consumed by it).
+      switch (m[0]) {
+        case 'd': case 'H': case 'S': return;
+        case 'c': copy_in = false; out += message('C', cstr("COPY 1")) + message('Z', "I"); return;
+        default: copy_in = false; out += error() + message('Z', "I"); return;
+      }
+    }
     switch (m[0]) {
-      case 'Q': out += (is_do ? error() : message('C', cstr("SELECT 1"))) + message('Z', "I"); return;
+      case 'Q':
+        if (body.substr(0, 5) == "COPY " && body.find("FROM STDIN") != std::string_view::npos) {
+          copy_in = true;
+          out += copy_response('G');
+        } else if (body.substr(0, 5) == "COPY ") {
+          out += copy_response('H') + message('d', "1\n") + message('c', "") + message('C', cstr("COPY 1")) + message('Z', "I");
+        } else {
+          out += (is_do ? error() : message('C', cstr("SELECT 1"))) + message('Z', "I");
+        }
+        return;
+      case 'd': case 'c': case 'f': return;   // outside a COPY: ignored, as the server does
       case 'S': skipping = false; out += message('Z', "I"); return;
       case 'X': return;
       default: break;
@@ -311,6 +348,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     sent += m;
   };
 
+  size_t i = 0;
+  bool raw = false;   // the input sent bytes of its own: the session may end the connection
+  // A first byte 0xE0..0xE2: an SSLRequest, a GSSENCRequest, or both, before the startup. Each gets
+  // 'N' (no tls configured here), and the startup follows on the same connection.
+  if (size > 0 && data[0] >= 0xE0 && data[0] <= 0xE2) {
+    const uint8_t first = data[i++];
+    std::vector<uint32_t> codes;
+    if (first != 0xE0) codes.push_back(80877104);   // GSSENCRequest
+    if (first != 0xE1) codes.push_back(80877103);   // SSLRequest
+    for (uint32_t code : codes) {
+      std::string req(8, '\0');
+      wire::write_u32(req.data(), 8);
+      wire::write_u32(req.data() + 4, code);
+      (void)::send(client_fd, req.data(), req.size(), MSG_NOSIGNAL);
+      char answer = 0;
+      ssize_t got = 0;
+      for (int spins = 0; spins < 1000 && got <= 0; ++spins) {
+        io.restart();
+        io.poll();
+        got = ::recv(client_fd, &answer, 1, MSG_DONTWAIT);
+      }
+      check(got == 1 && answer == 'N');
+    }
+  }
+
   {
     std::string startup(8, '\0');
     wire::write_u32(startup.data() + 4, 3u << 16);
@@ -320,9 +382,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pump();
   }
 
-  size_t i = 0;
   while (i < size && client_open) {
     uint8_t op = data[i++];
+    if ((op & 0xF0) == 0xF0) {
+      switch (op & 3) {
+        case 0: {   // COPY FROM STDIN with 0..3 CopyData, then CopyDone (bit 2: CopyFail)
+          if (i >= size) break;
+          const int rows = data[i++] % 4;
+          std::string m = message('Q', cstr("COPY t FROM STDIN"));
+          for (int r = 0; r < rows; ++r) m += message('d', std::to_string(r) + "\n");
+          m += (op & 4) ? message('f', cstr("client gave up")) : message('c', "");
+          send_client(m);
+          break;
+        }
+        case 1: send_client(message('Q', cstr("COPY t TO STDOUT"))); break;
+        case 2: {   // bytes of the input's own, as they are
+          if (i >= size) break;
+          size_t n = std::min<size_t>(data[i++], size - i);
+          send_client(std::string(reinterpret_cast<const char*>(data + i), n));
+          i += n;
+          raw = true;
+          break;
+        }
+        case 3: {   // a message of the input's type and body, framed right
+          if (i + 1 >= size) break;
+          const char type = static_cast<char>(data[i++]);
+          size_t n = std::min<size_t>(data[i++], size - i);
+          send_client(message(type, std::string_view(reinterpret_cast<const char*>(data + i), n)));
+          i += n;
+          raw = true;
+          break;
+        }
+      }
+      continue;
+    }
     switch (op & 7) {
       case 0: {   // a Query of one listed statement
         if (i >= size) break;
@@ -362,10 +455,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (pump(); !cap.waiting.empty(); pump()) cap.answer(capture::SnapshotOutcome::written);
   // Whole, well-formed messages in protocol order: the session never finds fault with them, and it
   // is open until its client leaves.
-  check(metrics().protocol_errors.load() == protocol_errors_before);
-  if (client_open) check(session->view().has_value());
+  if (!raw) {
+    check(metrics().protocol_errors.load() == protocol_errors_before);
+    if (client_open) check(session->view().has_value());
+  }
   check(endings() - endings_before >= cap.requests);
-  const size_t stand_ins = check_server_stream(split(sent), split(server.received));
+  const size_t stand_ins = raw ? 0 : check_server_stream(split(sent), split(server.received));
   // FUZZ_SESSION_TRACE=1 ./fuzz_session seed…: whether a seed reaches holds and stand-ins at all.
   static const bool trace = std::getenv("FUZZ_SESSION_TRACE") != nullptr;
   if (trace)
