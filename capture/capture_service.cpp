@@ -239,10 +239,17 @@ struct CaptureService::Impl {
                    }
                    if (std::any_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "quarantined"; }))
                      quarantine::note_table_quarantined();
-                   ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
-                     return BatchQuery{"predrop_outcome_v2", s.outcome, outcome_params(pending, outcomes, quarantine_ids),
-                                       Plan::follows_growth};
-                   }, "outcome update");
+                   // A missed snapshot's ledger row may still be on its way (the store that made it
+                   // miss may be locked): the update waits for it.
+                   std::vector<std::string> event_ids;
+                   for (const auto& p : pending)
+                     if (p.snapshot_id.empty() && !p.event_id.empty()) event_ids.push_back(p.event_id);
+                   ledger.after_insert(event_ids, [this, pending, outcomes, quarantine_ids] {
+                     ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
+                       return BatchQuery{"predrop_outcome_v2", s.outcome, outcome_params(pending, outcomes, quarantine_ids),
+                                         Plan::follows_growth};
+                     }, "outcome update");
+                   });
                  });
     });
   }

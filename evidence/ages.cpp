@@ -8,15 +8,35 @@ namespace {
 constexpr const char* kCompletedDrop =
     "reason NOT LIKE 'post\\_%' AND reason <> 'baseline' AND coalesce(drop_outcome, '') IN ('dropped', 'quarantined')";
 
+// The ledger serve writes next to every store (migrations/store): a DROP whose snapshot was missed
+// (fail open) has no before in the store, only its ledger row, which the outcome check marks
+// 'dropped' once the DROP went through.
+constexpr const char* kLedgerTable = "predrop.drop_events";
+
 // Columns: database, schema, table, since, since_from, at_least, age_s, versions, shapes, last_seen.
 // $1 database or NULL, $2 schema or NULL, $3 the window in days.
 // counts false: versions and shapes are 0 (the metric needs neither, and count DISTINCT sorts).
 std::string ages_sql(PgSession& store, const std::string& store_table, bool counts = true) {
   const std::string t = store.quote_qualified(store_table);
+  // A store table predrop did not migrate may have no ledger beside it, and a reader of the store
+  // may not be granted it: then only the store says.
+  const bool has_ledger =
+      store.exec("SELECT coalesce(has_table_privilege(to_regclass($1), 'SELECT'), false)", {std::string(kLedgerTable)})
+          .text(0, 0) == "t";
+  const std::string missed =
+      has_ledger ?
+      ", missed AS (SELECT database_name, schema_name, table_name, max(occurred_at) AS gone_at"
+      "               FROM " + store.quote_qualified(kLedgerTable) +
+      "              WHERE snapshot_id IS NULL AND drop_outcome IN ('dropped', 'quarantined')"
+      "                AND ($1::text IS NULL OR database_name = $1) AND ($2::text IS NULL OR schema_name = $2)"
+      "              GROUP BY 1, 2, 3)"
+      : ", missed AS (SELECT NULL::text AS database_name, NULL::text AS schema_name, NULL::text AS table_name,"
+        "                    NULL::timestamptz AS gone_at WHERE false)";
   // The store's time, not this machine's: ages are differences of the server's own timestamps.
   // One pass of hash aggregation, no sort: a table is gone when its newest snapshot is the before of
-  // a DROP that went through (gone_at is its newest such, alive_at its newest other). The metric
-  // reads only the ages.
+  // a DROP that went through, or a DROP of it whose snapshot was missed went through after its newest
+  // snapshot (gone_at is the newest of those, alive_at its newest other snapshot). The metric reads
+  // only the ages.
   return
       "WITH agg AS (SELECT database_name, schema_name, table_name,"
       "                max(captured_at) FILTER (WHERE reason = 'post_create') AS created,"
@@ -30,7 +50,7 @@ std::string ages_sql(PgSession& store, const std::string& store_table, bool coun
       "                count(DISTINCT schema_hash) FILTER (WHERE captured_at >= now() - make_interval(days => $3::int)) AS shapes"
       : "                0 AS versions, 0 * $3::int AS shapes") +
       "           FROM " + t + " WHERE ($1::text IS NULL OR database_name = $1) AND ($2::text IS NULL OR schema_name = $2)"
-      "          GROUP BY 1, 2, 3)"
+      "          GROUP BY 1, 2, 3)" + missed +
       " SELECT database_name, schema_name, table_name,"
       "        to_char(coalesce(created, baselined, first_seen) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
       "        CASE WHEN created IS NOT NULL THEN 'post_create' WHEN baselined IS NOT NULL THEN 'baseline'"
@@ -39,7 +59,11 @@ std::string ages_sql(PgSession& store, const std::string& store_table, bool coun
       "        floor(extract(epoch FROM now() - coalesce(created, baselined, first_seen)))::bigint,"
       "        versions, shapes,"
       "        to_char(last_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-      "   FROM agg WHERE gone_at IS NULL OR alive_at > gone_at"
+      "   FROM (SELECT a.database_name, a.schema_name, a.table_name, a.created, a.baselined, a.first_seen, a.last_seen,"
+      "                a.versions, a.shapes, a.alive_at, greatest(a.gone_at, m.gone_at) AS gone_at"
+      "           FROM agg a LEFT JOIN missed m ON m.database_name IS NOT DISTINCT FROM a.database_name"
+      "                AND m.schema_name = a.schema_name AND m.table_name = a.table_name) agg"
+      "  WHERE gone_at IS NULL OR alive_at > gone_at"
       "  ORDER BY 7 DESC, 1, 2, 3";
 }
 

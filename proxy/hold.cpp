@@ -275,6 +275,16 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   if (*ending == HoldEnding::failed_open)
     spdlog::warn("session {}: snapshot failed ({}: {}); statement relayed (fail open)", client,
                  capture::to_string(result.outcome), result.error);
+  if (*ending == HoldEnding::failed_open) {
+    // A table the catalog read found but whose snapshot was missed: its DROP goes on, and whether it
+    // went through is recorded on its ledger row as for a written one, so that the store knows the
+    // table gone (`predrop ages`). hold_ms is already on its way to that row (mark_hold).
+    for (const auto& t : result.tables)
+      if (t.oid != 0 && !t.event_id.empty() && t.snapshot_id.empty() && !capture::is_kept(t.outcome))
+        outcome_checks.push_back(capture::PendingOutcome{t.oid, {}, t.event_id, quarantine_schema_, quarantine_retention_s_,
+                                                         context_->application_name, context_->client_addr,
+                                                         std::nullopt, false});
+  }
   if (*ending != HoldEnding::refused) return end(*ending, {}, {}, std::move(captured), std::move(outcome_checks));
   std::string what;
   for (const auto& t : result.tables) {

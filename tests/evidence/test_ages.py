@@ -3,7 +3,8 @@
 many versions it had in the window. A table recreated through predrop gets its age from its
 post_create, one made beside it from its first baseline ("at least"); then the store's clock is set by hand (captured_at written as the test wants): a table
 recreated three times in 40 days, one only a baseline ever saw ("at least"), one dropped for good
-(not listed), one dropped and created again (listed), filters by database and schema, and the text
+(not listed), one dropped and created again (listed), one dropped when its snapshot was missed (the
+ledger's row says it went through: not listed), filters by database and schema, and the text
 form; then predrop_table_version_age_seconds on /metrics, as serve reads it. Uses tests/hold/holdlib.py."""
 import json
 import os
@@ -61,6 +62,25 @@ def test(h):
             "a table created and dropped at once: its after (absorbed) and its before, dropped", rows)
     got = by_table(ages(h))
     h.check(("public", "efimera") not in got, "a table created and dropped at once is not listed", got.get(("public", "efimera")))
+
+    # A DROP whose snapshot is missed (the store locked: its write gives up at its lock_timeout) goes on
+    # (fail open). Its ledger row alone says it went through, and the table is no longer listed.
+    r = h.psql("CREATE TABLE perdida (a int)")
+    listed = h.wait_for(lambda: by_table(ages(h)).get(("public", "perdida")), timeout=20)
+    h.check(r.rc == 0 and listed is not None, "a table created through predrop is listed", (r, listed))
+    locker = h.connect(h.store_db, autocommit=False)
+    try:
+        with locker.cursor() as cur:
+            cur.execute("LOCK TABLE predrop.schema_snapshots IN ACCESS EXCLUSIVE MODE")
+        r = h.psql("DROP TABLE perdida")
+    finally:
+        locker.rollback()
+        locker.close()
+    h.check(r.rc == 0 and not h.exists("perdida"), "the DROP went on when its snapshot was missed (fail open)", r)
+    h.check_event("public", "perdida", "store_error", "dropped", wait=20)
+    got = by_table(ages(h))
+    h.check(("public", "perdida") not in got, "a table dropped after its snapshot was missed is not listed",
+            got.get(("public", "perdida")))
 
     # The store's clock, by hand.
     c = h.connect(h.store_db)
