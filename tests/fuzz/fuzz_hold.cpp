@@ -14,7 +14,9 @@
 //    (an answer for an earlier hold changes nothing);
 //  - the ending follows the answer and the policy: written → released; failed or timed out →
 //    failed_open, or refused under fail-closed; cancel → cancelled; client gone → client_left;
-//    only a written answer leaves outcome checks for the transaction's end;
+//    a written answer leaves outcome checks for the transaction's end, and so does a failed or
+//    timed-out one whose statement goes on (failed_open: the store learns the table gone), with no
+//    snapshot named; a refusal leaves none;
 //  - when an ending is applied, the held message's bytes are all in the client buffer, where the
 //    hold found them; a release advances exactly held_bytes; a stand-in removes exactly those bytes,
 //    is whole messages of the held message's kind (a Query; Parse, Bind, Execute), and leaves the
@@ -104,7 +106,12 @@ struct MemorySession final : HoldHost, std::enable_shared_from_this<MemorySessio
   uint64_t relayed = 0;
   bool in_begin = false;
   // What the loop will deliver, in order: (hold ordinal, what); cancels and departures are synchronous.
-  std::deque<std::pair<uint64_t, Delivered>> posted;
+  struct Posted {
+    uint64_t hold;
+    Delivered what;
+    size_t tables = 0;   // the tables the answer names
+  };
+  std::deque<Posted> posted;
   std::optional<HoldEnding> expected;   // set by a synchronous op just before it calls the hold
 
   boost::asio::any_io_executor hold_executor() override { return io.get_executor(); }
@@ -120,9 +127,10 @@ struct MemorySession final : HoldHost, std::enable_shared_from_this<MemorySessio
     } else {
       // Delivered by the loop: the first thing posted for this hold ended it; anything posted
       // before it was for earlier holds.
-      while (!posted.empty() && posted.front().first != hold_ordinal) posted.pop_front();
+      while (!posted.empty() && posted.front().hold != hold_ordinal) posted.pop_front();
       check(!posted.empty());
-      Delivered what = posted.front().second;
+      const Delivered what = posted.front().what;
+      const size_t tables = posted.front().tables;
       posted.pop_front();
       switch (what) {
         case Delivered::nothing_to_wait:
@@ -135,7 +143,8 @@ struct MemorySession final : HoldHost, std::enable_shared_from_this<MemorySessio
         case Delivered::failed:
         case Delivered::timed_out:
           check(end.ending == (hold_fail_closed ? HoldEnding::refused : HoldEnding::failed_open));
-          check(end.outcome_checks.empty());
+          check(end.outcome_checks.size() == (end.ending == HoldEnding::refused ? 0 : tables));
+          for (const auto& c : end.outcome_checks) check(c.snapshot_id.empty() && !c.event_id.empty());
           break;
       }
     }
@@ -235,7 +244,7 @@ struct MemorySession final : HoldHost, std::enable_shared_from_this<MemorySessio
     in_begin = false;
     check(hold.active() && hold.held_bytes() == total);
     // No capture asked (every target temporary, say): the hold posted its own release.
-    if (capture.waiting.size() == asked) posted.emplace_back(hold_ordinal, Delivered::nothing_to_wait);
+    if (capture.waiting.size() == asked) posted.push_back({hold_ordinal, Delivered::nothing_to_wait});
     else check(capture.waiting.size() == asked + 1 && !capture.waiting.back().request.targets.empty());
   }
 
@@ -322,10 +331,11 @@ struct MemorySession final : HoldHost, std::enable_shared_from_this<MemorySessio
       tr.table = t.name;
       tr.oid = 16384;
       tr.outcome = result.outcome;
+      tr.event_id = "00000000-0000-0000-0000-000000000002";   // every target's ledger row
       if (what == Delivered::written) tr.snapshot_id = "00000000-0000-0000-0000-000000000001";
       result.tables.push_back(std::move(tr));
     }
-    posted.emplace_back(r.hold, what);
+    posted.push_back({r.hold, what, result.tables.size()});
     r.done(std::move(result));   // posts onto the loop, as the capture service's thread does
   }
 
