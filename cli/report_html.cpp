@@ -110,6 +110,8 @@ std::string rate_chart_svg(const json& weekly) {
   const int n = static_cast<int>(weekly.size());
   // Wide enough for the legend however few the weeks.
   int width = std::max(L + (B * 2 + gap) * std::max(n, 1) + 20, L + 300), height = bottom + 52;
+  // The weeks share the plot's whole width: a short window's few weeks are spread, not left-packed.
+  const int step = (width - L - 20) / std::max(n, 1), pad = (step - B * 2 - gap) / 2;
   int scale = std::max(top, 1);
   std::ostringstream o;
   o << "<svg class='rate' xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height << "' viewBox='0 0 " << width
@@ -125,7 +127,7 @@ std::string rate_chart_svg(const json& weekly) {
   for (int i = 0; i < n; ++i) {
     const auto& w = weekly[i];
     int seen = w["tables_seen"].get<int>(), changed = w["tables_changed_shape"].get<int>();
-    int x = L + (B * 2 + gap) * i;
+    int x = L + step * i + pad;
     int hs = seen * H / scale, hc = changed * H / scale;
     std::string week = w["week"].get<std::string>();
     o << "<g class='week' data-week='" << esc(week) << "' data-seen='" << seen << "' data-changed='" << changed << "'><title>"
