@@ -8,7 +8,7 @@ namespace {
 constexpr const char* kCompletedDrop =
     "reason NOT LIKE 'post\\_%' AND reason <> 'baseline' AND coalesce(drop_outcome, '') IN ('dropped', 'quarantined')";
 
-// The ledger serve writes next to every store (migrations/store): a DROP whose snapshot was missed
+// The ledger serve writes next to every store (migrations/0001_store.sql): a DROP whose snapshot was missed
 // (fail open) has no before in the store, only its ledger row, which the outcome check marks
 // 'dropped' once the DROP went through.
 constexpr const char* kLedgerTable = "predrop.drop_events";

@@ -272,10 +272,9 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   if (!unconfirmed.empty()) capture_->mark_hold(unconfirmed, hold_ms);
   auto ending = machine_.on(result.ok() ? HoldMachine::Event::capture_ok : HoldMachine::Event::capture_failed, id);
   if (!ending) return;
-  if (*ending == HoldEnding::failed_open)
+  if (*ending == HoldEnding::failed_open) {
     spdlog::warn("session {}: snapshot failed ({}: {}); statement relayed (fail open)", client,
                  capture::to_string(result.outcome), result.error);
-  if (*ending == HoldEnding::failed_open) {
     // A table the catalog read found but whose snapshot was missed: its DROP goes on, and whether it
     // went through is recorded on its ledger row as for a written one, so that the store knows the
     // table gone (`predrop ages`). hold_ms is already on its way to that row (mark_hold).
