@@ -265,7 +265,10 @@ void AfterCapture::poll_database(const std::string& database, std::vector<Waitin
     conn->exec(
         "SELECT o::bigint, EXISTS (SELECT 1 FROM pg_stat_user_tables s WHERE s.relid = o"
         " AND coalesce(s.last_analyze, s.last_autoanalyze) IS NOT NULL)"
-        " FROM unnest($1::oid[]) AS o WHERE EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = o)",
+        " FROM unnest($1::oid[]) AS o WHERE EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = o)"
+        // A table a quarantine moved is gone too, as for the catalog read (capture/catalog_queries.cpp).
+        "   AND NOT EXISTS (SELECT 1 FROM pg_description d WHERE d.objoid = o AND d.classoid = 'pg_class'::regclass"
+        "                    AND d.objsubid = 0 AND d.description LIKE '{%' AND d.description LIKE '%\"predrop\\_quarantine%')",
         {pg_array_literal(oids)}, [this, conn, database, waiting](PgResult r) {
           --polls_running_;
           capture_pool_.release(conn, r.ok());

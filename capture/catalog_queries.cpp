@@ -33,10 +33,15 @@ WITH RECURSIVE t AS (
      WHERE t.kind IN ('relation', 'after_by_name') AND t.sch = ''
      ORDER BY t.tord, sp.pord) u
   UNION ALL
-  -- an after's statistics (post_analyze): the table it captured, whatever its name is now
+  -- an after's statistics (post_analyze): the table it captured, whatever its name is now, unless
+  -- a quarantine moved it (its comment says so, quarantine/move_sql.cpp): that is a DROP's, whose
+  -- before has the table's shape, and the table is no longer the user's
   SELECT t.tord, c.oid
     FROM t JOIN pg_class c ON c.oid = CASE WHEN t.kind = 'after_by_oid' THEN t.nm::oid END
    WHERE t.kind = 'after_by_oid'
+     AND NOT EXISTS (SELECT 1 FROM pg_description d
+                      WHERE d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
+                        AND d.description LIKE '{%' AND d.description LIKE '%"predrop\_quarantine%')
   UNION ALL
   -- DROP SCHEMA: every relation in it
   SELECT t.tord, c.oid
