@@ -74,6 +74,15 @@ class After(holdlib.Hold):
                   % ("true" if capture_after_enabled() else "false", extra_config))
         return self.start_predrop("--hold-timeout-ms", "10000", *args, config=config, **kw)
 
+    def through(self, sql):
+        """One statement through predrop, in autocommit, on a connection of its own."""
+        c = self.pconnect()
+        try:
+            with c.cursor() as cur:
+                cur.execute(sql)
+        finally:
+            c.close()
+
     def snapshots(self, where="TRUE", params=None, **_):
         """Every row of predrop.schema_snapshots for this test's database, befores and afters, as dicts."""
         return holdlib.fetch_dicts(self.connect(self.store_db),

@@ -5,25 +5,16 @@ a second DROP of the same shape is deduplicated against the first DROP's before,
 import afterlib
 
 
-def through(h, sql):
-    c = h.pconnect()
-    try:
-        with c.cursor() as cur:
-            cur.execute(sql)
-    finally:
-        c.close()
-
-
 def test(h):
     h.reset_truth()
     h.start(extra_config="snapshots:\n  dedup_window_s: 3600\n")
-    through(h, "CREATE TABLE dd (a int, b text)")
+    h.through("CREATE TABLE dd (a int, b text)")
     created = h.wait_after("table_name = 'dd' AND reason = 'post_create'")
     h.check(bool(created), "the CREATE's after is written first")
-    through(h, "DROP TABLE dd")
-    through(h, "CREATE TABLE dd (a int, b text)")
+    h.through("DROP TABLE dd")
+    h.through("CREATE TABLE dd (a int, b text)")
     h.wait_for(lambda: len(h.snapshots("table_name = 'dd' AND reason = 'post_create'")) >= 2)
-    through(h, "DROP TABLE dd")
+    h.through("DROP TABLE dd")
     befores = h.snapshots("table_name = 'dd' AND reason = 'pre_drop'")
     h.check(len(befores) == 1, "one before of the shape: the first DROP's (the second is deduplicated)", len(befores))
     outcomes = [e["outcome"] for e in h.events("table_name = 'dd'")]

@@ -8,23 +8,14 @@ import time
 import afterlib
 
 
-def through(h, sql):
-    c = h.pconnect()
-    try:
-        with c.cursor() as cur:
-            cur.execute(sql)
-    finally:
-        c.close()
-
-
 def test(h):
     h.reset_truth()
     h.start(extra_config="rules:\n  - {schema: public, kinds: [drop_table], action: quarantine}\n")
-    through(h, "CREATE TABLE qa (a int, b text)")
+    h.through("CREATE TABLE qa (a int, b text)")
     created = h.wait_after("table_name = 'qa' AND reason = 'post_create'")
     h.check(bool(created) and created[0]["stats_available"] is False,
             "the CREATE's after is written without statistics (it waits for them)", created)
-    through(h, "DROP TABLE qa")
+    h.through("DROP TABLE qa")
     moved = h.wait_for(lambda: h.q("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                                    " WHERE n.nspname = 'predrop_quarantine' AND c.relname LIKE '%qa'"), timeout=15)
     h.check(bool(moved), "the DROP moved the table into the quarantine", moved)
