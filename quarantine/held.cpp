@@ -61,8 +61,15 @@ std::vector<std::string> databases(const Reach& c, const std::string& only) {
   return connectable_databases(c.capture, "predrop-quarantine");
 }
 
+bool database_exists(const Reach& c, const std::string& dbname) {
+  const auto now = connectable_databases(c.capture, "predrop-quarantine");
+  return std::find(now.begin(), now.end(), dbname) != now.end();
+}
+
 // Runs fn(database, session) on each database the command covers. A database it cannot connect to
-// is skipped with a warning, unless --database named it: then that is the command's error.
+// is skipped with a warning, unless --database named it: then that is the command's error. So is
+// one dropped while fn read it (DROP DATABASE ... WITH (FORCE) ends the session mid-query): on a
+// shared server databases come and go, and one going must not cost the operator the others' list.
 void for_each_database(const Reach& c, const std::string& only, const std::string& skipped_as, const Warn& warn,
                        const std::function<void(const std::string&, PgSession&)>& fn) {
   for (const auto& dbname : databases(c, only)) {
@@ -74,7 +81,26 @@ void for_each_database(const Reach& c, const std::string& only, const std::strin
       warn("database " + dbname + " " + skipped_as + ": " + e.what());
       continue;
     }
-    fn(dbname, *db);
+    try {
+      fn(dbname, *db);
+    } catch (const std::exception& e) {
+      if (!only.empty() || PQstatus(db->raw()) == CONNECTION_OK) throw;
+      // The session was ended under fn. DROP DATABASE ends the sessions before its own commit, so
+      // the catalog may still list the database; a new connection waits for the DROP to finish
+      // (the backend locks the database at startup) and then fails if it is gone.
+      bool gone = false;
+      try {
+        PgSession again(conninfo_with_dbname(c.capture, dbname), "predrop-quarantine");
+      } catch (const std::exception&) {
+        try {
+          gone = !database_exists(c, dbname);
+        } catch (const std::exception&) {
+          // The server itself is unreachable: fn's error is the one to report.
+        }
+      }
+      if (!gone) throw;
+      warn("database " + dbname + " " + skipped_as + ": dropped while it was read (" + e.what() + ")");
+    }
   }
 }
 

@@ -5,9 +5,13 @@ violating insert still fails), owned and identity sequence values, privileges, c
 drop-and-recreate cycles give five versions, each restorable with --as; a ROLLBACK leaves nothing;
 nobody who could not read the table before can read it in quarantine, and an ordinary role
 cannot drop it from there."""
+import os
+import subprocess
+import time
+
 import psycopg2
 
-from qlib import QSCHEMA, main
+from qlib import QSCHEMA, Run, main
 
 SETUP = """
 CREATE TABLE public.orders (
@@ -82,7 +86,10 @@ def test(q):
 
     r = q.predrop("quarantine", "list", "--format", "json")
     listed = r.json() if r.rc == 0 else []
-    q.check(len([e for e in listed if e["table"] == "orders"]) == 1, "quarantine list shows it", r)
+    # Every database of the server is listed, other tests' included: this one's row by its database.
+    q.check(len([e for e in listed if e["database"] == q.db and e["table"] == "orders"]) == 1,
+            "quarantine list shows it", r)
+    list_while_a_database_is_dropped(q)
 
     r = q.predrop("undrop", "public.orders", "--format", "json")
     q.check(r.rc == 0, "undrop as the capture role (a member of the owner, no superuser)", r)
@@ -133,6 +140,44 @@ def test(q):
     vals = [q.value(f"SELECT version FROM public.orders_v{i}") for i in range(1, 5)]
     q.check(vals == [1, 2, 3, 4], "each later version holds its own row", vals)
     q.check(q.held() == [], "all five versions restored")
+
+
+def list_while_a_database_is_dropped(q):
+    """A database dropped (WITH (FORCE)) while `quarantine list` reads it is left out with a warning;
+    the others are still listed. The list is made to wait in that database: its quarantined table is
+    locked, and the size the list reads needs a lock on it."""
+    gone = q.db + "_gone"
+    q.su(f'CREATE DATABASE "{gone}"')
+    q.su(f"""CREATE SCHEMA {QSCHEMA}; CREATE TABLE {QSCHEMA}.q1_1_t (a int);
+             DO $$ BEGIN EXECUTE format('COMMENT ON TABLE {QSCHEMA}.q1_1_t IS %L', jsonb_build_object(
+               'predrop_quarantine', 1, 'id', gen_random_uuid(), 'schema', 'public', 'table', 't', 'oid', 1,
+               'dropped_at', '2026-01-01T00:00:00Z')::text); END $$""", db=gone)
+    locker = q.connect("postgres", gone)
+    locker.autocommit = False
+    locker.cursor().execute(f"LOCK TABLE {QSCHEMA}.q1_1_t IN ACCESS EXCLUSIVE MODE")
+    cmd = [os.environ["PREDROP_BIN"], "quarantine", "list", "--format", "json",
+           "--capture", q.conninfo(q.role("cap"), q.db), "--store", q.conninfo("postgres", q.store_db)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waited = False
+    for _ in range(300):
+        if q.value("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' "
+                   "AND application_name = 'predrop-quarantine'" % psycopg2.extensions.adapt(gone).getquoted().decode()):
+            waited = True
+            break
+        time.sleep(0.05)
+    q.check(waited, "the list waits in the database about to be dropped")
+    q.su(f'DROP DATABASE "{gone}" WITH (FORCE)')
+    try:
+        locker.close()
+    except psycopg2.Error:
+        pass
+    out, err = p.communicate(timeout=120)
+    r = Run(p.returncode, out, err)
+    listed = r.json() if r.rc == 0 else []
+    q.check(r.rc == 0 and any(e["database"] == q.db and e["table"] == "orders" for e in listed)
+            and not any(e["database"] == gone for e in listed),
+            "a database dropped during the list is left out, the others are listed", r)
+    q.check(f"database {gone} not listed" in r.err, "and the operator is told which one", r)
 
 
 if __name__ == "__main__":
