@@ -192,6 +192,7 @@ void Session::on_startup_packet(std::string packet) {
   // Whether this session's shape changes get afters is fixed at its start (a SIGHUP turning
   // capture.after off still stops their capture: Session::capture_afters reads the policy).
   decoder_->transactions().enable(cfg_->after_capture && cfg_->snapshots_enabled && ctx_.capture != nullptr);
+  decoder_->transactions().set_user(params_.get("user"));
   connect_upstream();
 }
 

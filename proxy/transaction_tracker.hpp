@@ -57,6 +57,8 @@ class TransactionTracker {
   // shape changes only when on).
   void enable(bool on) { enabled_ = on; }
   bool enabled() const { return enabled_; }
+  // The session's user: the schema "$user" on its search_path names (a recreate's path).
+  void set_user(std::string user) { user_ = std::move(user); }
 
   // A statement the server completed, the `path` it ran under, and what its hold snapshotted (null:
   // not held). Its shape changes join the open transaction's; its transaction control (savepoints,
@@ -84,12 +86,24 @@ class TransactionTracker {
   std::vector<capture::PendingOutcome> take_outcome_checks() { return std::exchange(outcome_checks_, {}); }
 
  private:
+  // A DROP this transaction ran, its table snapshotted by the hold; consumed_by: the index in
+  // changes_ of the CREATE that recreated it (its after's pair).
+  struct OpenDrop {
+    HeldTable table;
+    std::optional<size_t> consumed_by;
+  };
+  struct Mark {
+    std::string name;       // the savepoint's
+    size_t changes, drops;  // changes_ and dropped_ sizes when it was set
+  };
+  OpenDrop* find_open_drop(const parser::RelationName& name);
   void forget_open();
 
   bool enabled_ = false;
-  std::vector<CompletedChange> changes_;                  // completed in the open transaction
-  std::vector<std::pair<std::string, size_t>> marks_;     // savepoint name, changes_ size then
-  std::vector<HeldTable> dropped_;   // snapshotted by the holds of DROP TABLEs this transaction ran
+  std::string user_;
+  std::vector<CompletedChange> changes_;   // completed in the open transaction
+  std::vector<Mark> marks_;
+  std::vector<OpenDrop> dropped_;
   // Those of earlier committed transactions not yet recreated by this session, newest last, one per
   // name, at most kRememberedDrops (a worker recreates the few tables it drops).
   static constexpr size_t kRememberedDrops = 16;

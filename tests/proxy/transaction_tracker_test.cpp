@@ -148,6 +148,49 @@ TEST_F(TrackerFixture, AnUnqualifiedRecreateLooksOnlyInTheSessionsPath) {
   EXPECT_EQ(t.take_shape_outcomes().committed[0].before_id, "elsewhere-id");
 }
 
+// "$user" on the path is the session user's schema: an unqualified CREATE recreates a table dropped
+// there (the default path is "$user", public).
+TEST_F(TrackerFixture, AnUnqualifiedRecreateFindsTheUsersSchemaOnThePath) {
+  std::vector<HeldTable> held{{"ingest", "t", 4242, "ingest-id"}};
+  run("DROP TABLE ingest.t", &held);
+  t.ended(true);
+  run("CREATE TABLE t (x int)");
+  t.ended(true);
+  EXPECT_TRUE(t.take_shape_outcomes().committed[0].before_id.empty()) << "no user: \"$user\" names no schema";
+  run("DROP TABLE ingest.t", &held);
+  t.ended(true);
+  t.set_user("ingest");
+  run("CREATE TABLE t (x int)");
+  t.ended(true);
+  EXPECT_EQ(t.take_shape_outcomes().committed[0].before_id, "ingest-id");
+}
+
+// ROLLBACK TO undoes a CREATE that recreated this transaction's DROP: the next CREATE recreates it.
+// A DROP it undoes is not remembered past the transaction.
+TEST_F(TrackerFixture, RollbackToGivesTheDropBackToTheNextRecreate) {
+  std::vector<HeldTable> held{{"public", "t", 4242, "before-id"}};
+  run("DROP TABLE t", &held);
+  run("SAVEPOINT s");
+  run("CREATE TABLE t (x int)");
+  run("ROLLBACK TO SAVEPOINT s");
+  run("CREATE TABLE t (x int)");
+  t.ended(true);
+  auto o = t.take_shape_outcomes();
+  ASSERT_EQ(o.committed.size(), 1u);
+  EXPECT_EQ(o.committed[0].before_id, "before-id");
+
+  std::vector<HeldTable> undone{{"public", "u", 4243, "undone"}};
+  run("SAVEPOINT s");
+  run("DROP TABLE u", &undone);
+  run("ROLLBACK TO SAVEPOINT s");
+  t.ended(true);
+  run("CREATE TABLE u (x int)");
+  t.ended(true);
+  o = t.take_shape_outcomes();
+  ASSERT_EQ(o.committed.size(), 1u);
+  EXPECT_TRUE(o.committed[0].before_id.empty());
+}
+
 TEST_F(TrackerFixture, AnAlterTheHoldSnapshottedIsFollowedByOid) {
   std::vector<HeldTable> held{{"public", "t", 4242, "before-id"}};
   run("ALTER TABLE t ADD COLUMN y int", &held);
