@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 
 #include "capture/store_writer.hpp"
+#include "quarantine/move_sql.hpp"
 
 namespace predrop::capture {
 
@@ -268,7 +269,7 @@ void AfterCapture::poll_database(const std::string& database, std::vector<Waitin
         " FROM unnest($1::oid[]) AS o WHERE EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = o)"
         // A table a quarantine moved is gone too, as for the catalog read (capture/catalog_queries.cpp).
         "   AND NOT EXISTS (SELECT 1 FROM pg_description d WHERE d.objoid = o AND d.classoid = 'pg_class'::regclass"
-        "                    AND d.objsubid = 0 AND d.description LIKE '{%' AND d.description LIKE '%\"predrop\\_quarantine%')",
+        "                    AND d.objsubid = 0 AND " + std::string(quarantine::kQuarantineMarkSql) + ")",
         {pg_array_literal(oids)}, [this, conn, database, waiting](PgResult r) {
           --polls_running_;
           capture_pool_.release(conn, r.ok());

@@ -6,6 +6,8 @@
 #include <regex>
 #include <set>
 
+#include "quarantine/move_sql.hpp"
+
 namespace predrop::capture {
 
 namespace {
@@ -41,7 +43,7 @@ WITH RECURSIVE t AS (
    WHERE t.kind = 'after_by_oid'
      AND NOT EXISTS (SELECT 1 FROM pg_description d
                       WHERE d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
-                        AND d.description LIKE '{%' AND d.description LIKE '%"predrop\_quarantine%')
+                        AND @QUARANTINE_MARK@)
   UNION ALL
   -- DROP SCHEMA: every relation in it
   SELECT t.tord, c.oid
@@ -102,6 +104,8 @@ constexpr const char* kNaiveHist = "(s.histogram_bounds::text::text[])[1:$6::int
 
 std::string with_select(const std::string& select) {
   std::string sql = kCatalogCtes;
+  const std::string mark = "@QUARANTINE_MARK@";
+  sql.replace(sql.find(mark), mark.size(), quarantine::kQuarantineMarkSql);
   sql.replace(sql.find("@FINAL@"), 7, select);
   return sql;
 }

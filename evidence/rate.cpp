@@ -32,7 +32,7 @@ std::string civil_from_days(int64_t z) {
   const unsigned mp = (5 * doy + 2) / 153;
   const unsigned d = doy - (153 * mp + 2) / 5 + 1;
   const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-  char buf[16];
+  char buf[48];   // room for any int64 year: the compiler cannot bound it
   std::snprintf(buf, sizeof buf, "%04lld-%02u-%02u", static_cast<long long>(y + (m <= 2)), m, d);
   return buf;
 }

@@ -754,8 +754,7 @@ std::string catalog_sql(std::string_view schema) {
          "JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0 "
          "WHERE n.nspname = " +
          literal(schema) +
-         " AND c.relkind IN ('r', 'p') AND d.description LIKE '{%' "
-         "AND d.description LIKE '%\"predrop_quarantine\": 1%' "
+         " AND c.relkind IN ('r', 'p') AND " + std::string(kQuarantineMarkSql) + " "
          "ORDER BY d.description::jsonb->>'dropped_at', c.oid";
 }
 

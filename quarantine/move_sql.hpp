@@ -70,6 +70,12 @@ void note_table_quarantined();
 // owns the schema.
 std::string prepare_sql(std::string_view schema);
 
+// SQL true when pg_description row `d` (a relation's own comment) is the JSON a move writes on
+// the table it quarantines: the one mark of a quarantined table, read by the catalog read, the
+// after's statistics poll and catalog_sql alike. jsonb's text form writes `"key": value`.
+inline constexpr const char* kQuarantineMarkSql =
+    "(d.description LIKE '{%' AND d.description LIKE '%\"predrop\\_quarantine\": 1%')";
+
 // Rows (oldest drop first): quarantine_table text, oid bigint, detail jsonb (the comment), bytes bigint
 // (the table with its partitions, indexes and TOAST).
 std::string catalog_sql(std::string_view schema);
