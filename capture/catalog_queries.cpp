@@ -13,7 +13,9 @@ namespace predrop::capture {
 namespace {
 
 // Relation kinds a snapshot covers: tables, partitioned tables, matviews, foreign tables, views.
-constexpr const char* kCatalogCtes = R"SQL(
+// The statement is built from parts: the targets ($1..$3) and the path ($4); the roots each kind of
+// target reaches; the tree of a partitioned root's partitions; then @FINAL@, the select.
+constexpr const char* kTargetCtes = R"SQL(
 WITH RECURSIVE t AS (
   SELECT * FROM unnest($1::text[], $2::name[], $3::name[]) WITH ORDINALITY AS t(kind, sch, nm, tord)
 ), sp AS (
@@ -33,7 +35,10 @@ WITH RECURSIVE t AS (
              JOIN pg_namespace n ON n.nspname = sp.nsp
              JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.nm
      WHERE t.kind IN ('relation', 'after_by_name') AND t.sch = ''
-     ORDER BY t.tord, sp.pord) u
+     ORDER BY t.tord, sp.pord) u)SQL";
+
+// The roots of the other kinds of target, which only the full statement reads ($5: the roles).
+constexpr const char* kOtherRoots = R"SQL(
   UNION ALL
   -- an after's statistics (post_analyze): the table it captured, whatever its name is now, unless
   -- a quarantine moved it (its comment says so, quarantine/move_sql.cpp): that is a DROP's, whose
@@ -57,7 +62,9 @@ WITH RECURSIVE t AS (
            JOIN pg_namespace n ON n.oid = c.relnamespace
    WHERE t.kind = 'owned_by'
      AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
-     AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+     AND n.nspname NOT IN ('pg_catalog', 'information_schema'))SQL";
+
+constexpr const char* kTree = R"SQL(
 ), tree AS (
   SELECT tord, oid FROM roots
   UNION
@@ -69,11 +76,11 @@ WITH RECURSIVE t AS (
               JOIN pg_inherits i ON i.inhparent = tree.oid
    WHERE (SELECT t.kind FROM t WHERE t.tord = tree.tord) NOT IN ('after_by_name', 'after_by_oid')
 )
-@FINAL@)SQL";
+)SQL";
 
 // A hold's capture in one statement (issue 21: one round trip and one statement a hold, not two):
-// the catalog read with each column's pg_stats row beside it ($6 entries, each clipped to $7
-// characters on the server in proper mode; the naive mode clips per part on our side), the
+// the catalog read with each column's pg_stats row beside it (@VALUES@ entries, each clipped to
+// @CHARS@ characters in proper mode; the naive mode clips per part on our side), the
 // table's own statistics ahead of its inheritance tree's (a partitioned table has only the latter). Columns
 // 9..13: found, null_frac, n_distinct, most_common_vals, histogram_bounds; 14: the server, as the
 // store write compares it (store_writer.cpp, kWriteSql's sc).
@@ -95,18 +102,39 @@ SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
      LIMIT 1) st ON true
  ORDER BY tree.tord, c.oid, a.attnum
 )SQL";
-constexpr const char* kProperMcv =
-    "ARRAY(SELECT left(u.v, $7::int) FROM unnest((s.most_common_vals::text::text[])[1:$6::int]) WITH ORDINALITY AS u(v, o) ORDER BY u.o)";
-constexpr const char* kProperHist =
-    "ARRAY(SELECT left(u.v, $7::int) FROM unnest((s.histogram_bounds::text::text[])[1:$6::int]) WITH ORDINALITY AS u(v, o) ORDER BY u.o)";
-constexpr const char* kNaiveMcv = "(s.most_common_vals::text::text[])[1:$6::int]::text";
-constexpr const char* kNaiveHist = "(s.histogram_bounds::text::text[])[1:$6::int]::text";
+// Proper mode: an array whose whole text is within @VALUES@ x @CHARS@ bytes goes as it is, and
+// parse_proper (capture/snapshot.cpp) clips its values as left() would; only a longer one is
+// clipped on the server, so that no read carries more than that. Clipping every value on the
+// server was a fifth of a hold's catalog read (issue 21). SQL_ASCII counts bytes where we count
+// UTF-8 characters, so there the server clips.
+constexpr const char* kProperArray =
+    "CASE WHEN octet_length(s.@COL@::text) <= @VALUES@::int * @CHARS@::int "
+    "AND current_setting('server_encoding') <> 'SQL_ASCII' THEN (s.@COL@::text::text[])[1:@VALUES@::int] "
+    "ELSE ARRAY(SELECT left(u.v, @CHARS@::int) FROM unnest((s.@COL@::text::text[])[1:@VALUES@::int]) "
+    "WITH ORDINALITY AS u(v, o) ORDER BY u.o) END";
+constexpr const char* kNaiveArray = "(s.@COL@::text::text[])[1:@VALUES@::int]::text";
 
-std::string with_select(const std::string& select) {
-  std::string sql = kCatalogCtes;
-  const std::string mark = "@QUARANTINE_MARK@";
-  sql.replace(sql.find(mark), mark.size(), quarantine::kQuarantineMarkSql);
-  sql.replace(sql.find("@FINAL@"), 7, select);
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+}
+
+// The full statement reads every kind of target; the lean one, for targets that only name
+// relations (every DROP TABLE, ALTER TABLE and recreate), leaves out the other roots: their
+// plan nodes are started and scanned on every execution even when no target uses them (issue 21:
+// a tenth of a hold's catalog read). The lean one takes no roles, so its bounds are $5 and $6.
+std::string capture_sql(bool lean, bool naive) {
+  std::string sql = kTargetCtes;
+  if (!lean) sql += kOtherRoots;
+  sql += kTree;
+  sql += kCaptureSelect;
+  std::string mcv = naive ? kNaiveArray : kProperArray, hist = mcv;
+  replace_all(mcv, "@COL@", "most_common_vals");
+  replace_all(hist, "@COL@", "histogram_bounds");
+  replace_all(sql, "@MCV@", mcv);
+  replace_all(sql, "@HIST@", hist);
+  replace_all(sql, "@QUARANTINE_MARK@", quarantine::kQuarantineMarkSql);
+  replace_all(sql, "@VALUES@", lean ? "$5" : "$6");
+  replace_all(sql, "@CHARS@", lean ? "$6" : "$7");
   return sql;
 }
 
@@ -143,17 +171,16 @@ static Params target_params(const SnapshotRequest& req) {
 }
 
 BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bounds, bool naive) {
-  auto build = [](const char* mcv, const char* hist) {
-    std::string select = kCaptureSelect;
-    select.replace(select.find("@MCV@"), 5, mcv);
-    select.replace(select.find("@HIST@"), 6, hist);
-    return with_select(select);
-  };
-  static const std::string proper = build(kProperMcv, kProperHist), naive_sql = build(kNaiveMcv, kNaiveHist);
-  BatchQuery q{naive ? "predrop_capture_naive_v2" : "predrop_capture_proper_v2", naive ? naive_sql : proper,
-               target_params(request)};
-  q.params.push_back(std::to_string(bounds.max_values));                   // $6
-  if (!naive) q.params.push_back(std::to_string(bounds.max_value_chars));  // $7: naive clips per part, client-side
+  static const std::string full_proper = capture_sql(false, false), full_naive = capture_sql(false, true),
+                           lean_proper = capture_sql(true, false), lean_naive = capture_sql(true, true);
+  const bool lean = std::all_of(request.targets.begin(), request.targets.end(),
+                                [](const TargetSpec& t) { return names_relation(t.kind); });
+  BatchQuery q{lean ? (naive ? "predrop_capture_naive_lean_v1" : "predrop_capture_proper_lean_v1")
+                    : (naive ? "predrop_capture_naive_v3" : "predrop_capture_proper_v3"),
+               lean ? (naive ? lean_naive : lean_proper) : (naive ? full_naive : full_proper), target_params(request)};
+  if (lean) q.params.pop_back();                                           // $5, the roles: none
+  q.params.push_back(std::to_string(bounds.max_values));                   // values
+  if (!naive) q.params.push_back(std::to_string(bounds.max_value_chars));  // chars: naive clips per part, client-side
   return q;
 }
 

@@ -46,7 +46,7 @@ enum class TargetKind : uint8_t {
   after_by_oid,   // an after's relation by OID, whatever it is called now
 };
 
-// The catalog statement's spelling ($1 of kCatalogCtes).
+// The catalog statement's spelling ($1 of kTargetCtes, capture/catalog_queries.cpp).
 constexpr std::string_view to_string(TargetKind k) {
   switch (k) {
     case TargetKind::relation: return "relation";

@@ -3,6 +3,7 @@
 // bound, the deadline, outcomes, dedup and enrichment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -69,6 +70,43 @@ class CaptureTest : public CaptureDatabasesTest {
     return r;
   }
 };
+
+// Long values are clipped to max_value_chars characters (120 here) whichever side clips them: an
+// array within max_values x max_value_chars bytes goes whole and predrop clips it, a longer one is
+// clipped by the server (capture/catalog_queries.cpp, kProperArray). Characters, not bytes: 'é'
+// is two bytes in UTF-8. Both hold a target of every kind and one of names only (the lean read).
+TEST_F(CaptureTest, LongValuesClipToTheSameCharactersOnEitherSide) {
+  db->exec(R"(
+    CREATE TABLE public.long_values (few text, many text);
+    INSERT INTO public.long_values
+      SELECT repeat('é', 300) || (g % 3), repeat('é', 300) || (g % 40) FROM generate_series(1, 4000) g;
+    ANALYZE public.long_values;)");
+  const std::string few_bytes = db->value("SELECT octet_length(most_common_vals::text) FROM pg_stats WHERE tablename = 'long_values' AND attname = 'few'");
+  const std::string many_bytes = db->value("SELECT octet_length(most_common_vals::text) FROM pg_stats WHERE tablename = 'long_values' AND attname = 'many'");
+  // The two sides of the bound: 20 values x 120 characters.
+  ASSERT_LE(std::stoi(few_bytes), 20 * 120);
+  ASSERT_GT(std::stoi(many_bytes), 20 * 120);
+  std::string clipped;
+  for (int i = 0; i < 120; ++i) clipped += "é";
+  for (bool lean : {true, false}) {
+    CaptureService svc(cfg);
+    std::vector<TargetSpec> targets{table("public", "long_values")};
+    if (!lean) targets.push_back({TargetKind::schema, "", "no_such_schema", {}, {}, 0});
+    auto res = run(svc, request(targets));
+    auto it = std::find_if(res.tables.begin(), res.tables.end(), [](const TableResult& t) { return t.table == "long_values"; });
+    ASSERT_NE(it, res.tables.end());
+    ASSERT_EQ(it->outcome, SnapshotOutcome::written) << it->error;
+    auto rows = sdb->exec("SELECT columns_profile::text FROM predrop.schema_snapshots WHERE id = '" + it->snapshot_id + "'");
+    ASSERT_EQ(rows.size(), 1u);
+    auto profile = nlohmann::json::parse(*rows[0][0]);
+    for (int col : {0, 1}) {
+      const auto& mcv = profile[col]["most_common_vals"];
+      EXPECT_EQ(mcv.size(), col == 0 ? 3u : 20u) << (lean ? "lean " : "full ") << profile[col]["name"];
+      for (const auto& v : mcv) EXPECT_EQ(v.get<std::string>(), clipped) << (lean ? "lean " : "full ") << profile[col]["name"];
+    }
+    sdb->exec("DELETE FROM predrop.schema_snapshots WHERE table_name = 'long_values'");
+  }
+}
 
 TEST_F(CaptureTest, TwentyColumnProfileHashOrdinalsAndReltuples) {
   db->exec(R"(
