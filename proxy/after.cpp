@@ -88,7 +88,12 @@ std::vector<capture::SnapshotRequest> after_requests(const policy::Config& cfg, 
 }  // namespace
 
 void Session::capture_afters() {
-  ShapeOutcomes outcomes = decoder_->transactions().take_shape_outcomes();
+  after_reply_.push_back([this, outcomes = decoder_->transactions().take_shape_outcomes()]() mutable {
+    request_afters(std::move(outcomes));
+  });
+}
+
+void Session::request_afters(ShapeOutcomes outcomes) {
   // Whichever session ends a prepared transaction, its DROPs' outcome checks run now.
   for (const auto& [gid, committed] : outcomes.finished_prepared) {
     auto parked = ctx_.prepared_outcomes.take(outcome_database(), gid);

@@ -153,6 +153,7 @@ void Session::pump(Pipe& p) {
     if (r == ScanResult::error) return;
     if (!p.inject.empty() && p.scan == p.begin && p.pass_remaining == 0) return start_write(p);
     if (p.scan > p.begin) return start_write(p);
+    run_after_reply();   // nothing judged goes to the client (swallowed): what is due goes now
     if (r == ScanResult::held) return pump(p);
   }
   if (p.scan > p.begin) return start_write(p);   // a released message, judged before it was held
@@ -315,6 +316,7 @@ void Session::start_write(Pipe& p) {
       if (p.backend && close_after_inject_) return close("protocol violation");
       pump(p);
     });
+    run_after_reply();
     return;
   }
   size_t n = p.scan - p.begin;
@@ -325,7 +327,10 @@ void Session::start_write(Pipe& p) {
     while (sent < 0 && errno == EINTR);
     if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return close("write failed");
     done = sent < 0 ? 0 : static_cast<size_t>(sent);
-    if (done == n) return on_written(p, n);
+    if (done == n) {
+      run_after_reply();
+      return on_written(p, n);
+    }
   }
   // The socket is full (a slow reader): the rest leaves when it drains.
   auto self = shared_from_this();
@@ -337,6 +342,7 @@ void Session::start_write(Pipe& p) {
                         if (ec) return close("write failed");
                         on_written(p, n);
                       });
+  run_after_reply();
 }
 
 void Session::on_written(Pipe& p, size_t n) {
@@ -533,7 +539,7 @@ Session::Verdict Session::judge_backend(Pipe& p, char* msg, size_t& total) {
         confirm_outcomes();
       }
     }
-    // After the server's ReadyForQuery is on its way to the client: nothing waits on the capture.
+    // Both go to the capture service once the ReadyForQuery is on its way (run_after_reply).
     if (decoder_->transactions().has_shape_outcomes()) capture_afters();
   }
   return Verdict::forward;
@@ -593,6 +599,7 @@ void Session::close_with_close_notify(const char* why) {
 
 void Session::close(std::string_view why) {
   if (state_.closed()) return;
+  run_after_reply();   // judged before the end: the capture service still takes it
   const SessionPhase was = state_.move_to(SessionPhase::closed);
   hold_.stop();
   // Outcomes never confirmed (the session ended inside its transaction) still have their hold_ms.

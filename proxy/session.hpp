@@ -158,6 +158,11 @@ class Session : public std::enable_shared_from_this<Session>, private HoldHost {
   std::weak_ptr<void> hold_lifetime() override;
   void hold_ended(HoldEnd end) override;
   void confirm_outcomes();
+  // Capture work a ReadyForQuery makes due (outcome checks, afters) is taken from the decoder when
+  // that message is judged, and handed to the capture service only once the reply has gone to the
+  // client: each hand-off wakes the capture thread, and the client's round trip should not wait on
+  // that (issue 21: about 0.1 ms on each CREATE and DROP at c=1).
+  void run_after_reply();
   std::string outcome_database() const;   // where this session's holds captured
   // The database the server connects the session to: the startup packet's, else the user's name.
   std::string database() const;
@@ -165,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session>, private HoldHost {
   void note_substitute_fallback(const std::string& why);
   // after.cpp
   void capture_afters();
+  void request_afters(ShapeOutcomes outcomes);
   capture::StatementContext statement_context(const parser::Facts& facts) const;
 
   ProxyContext& ctx_;
@@ -177,6 +183,7 @@ class Session : public std::enable_shared_from_this<Session>, private HoldHost {
   std::unique_ptr<asio::steady_timer> startup_timer_;   // gone once relaying: idle sessions stay small
   Pipe front_{false};
   Pipe back_{true};
+  std::vector<std::function<void()>> after_reply_;   // see run_after_reply
   std::string startup_packet_;
   wire::StartupParams params_;
   std::string client_addr_;

@@ -139,7 +139,17 @@ std::string Session::database() const {
 
 void Session::confirm_outcomes() {
   auto outcomes = decoder_->transactions().take_outcome_checks();
-  if (ctx_.capture) ctx_.capture->confirm_outcomes(outcome_database(), std::move(outcomes));
+  if (!ctx_.capture) return;
+  after_reply_.push_back([this, database = outcome_database(), outcomes = std::move(outcomes)]() mutable {
+    ctx_.capture->confirm_outcomes(std::move(database), std::move(outcomes));
+  });
+}
+
+void Session::run_after_reply() {
+  if (after_reply_.empty()) return;
+  auto due = std::move(after_reply_);
+  after_reply_.clear();
+  for (auto& work : due) work();
 }
 
 }  // namespace predrop::proxy
