@@ -1,6 +1,9 @@
 #include "capture/pg_async.hpp"
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cerrno>
 #include <thread>
 
 namespace predrop::capture {
@@ -248,6 +251,11 @@ std::string PgConn::quote_ident(const std::string& name) const {
 
 bool PgConn::healthy() {
   if (!conn_ || PQstatus(conn_) != CONNECTION_OK || done_) return false;
+  // Nothing arrived while idle (the usual case, on every pool hand-out): one peek says so, where
+  // two reads through libpq cost two system calls (issue 21).
+  char byte;
+  if (::recv(PQsocket(conn_), &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    return PQtransactionStatus(conn_) == PQTRANS_IDLE;
   // Reads whatever arrived while idle (a termination notice, EOF) without blocking.
   if (!PQconsumeInput(conn_)) return false;
   // Over TLS one read may return the server's last message (a FATAL when it shuts down) and only
