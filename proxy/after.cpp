@@ -88,16 +88,16 @@ std::vector<capture::SnapshotRequest> after_requests(const policy::Config& cfg, 
 }  // namespace
 
 void Session::capture_afters() {
-  after_reply_.push_back([this, outcomes = decoder_->transactions().take_shape_outcomes()]() mutable {
-    request_afters(std::move(outcomes));
-  });
-}
-
-void Session::request_afters(ShapeOutcomes outcomes) {
+  ShapeOutcomes outcomes = decoder_->transactions().take_shape_outcomes();
+  // What is parked or taken changes here, in the order the server's messages came; only the
+  // hand-offs to the capture service wait for the reply to be sent (run_after_reply).
   // Whichever session ends a prepared transaction, its DROPs' outcome checks run now.
   for (const auto& [gid, committed] : outcomes.finished_prepared) {
     auto parked = ctx_.prepared_outcomes.take(outcome_database(), gid);
-    if (!parked.empty() && ctx_.capture) ctx_.capture->confirm_outcomes(outcome_database(), std::move(parked));
+    if (!parked.empty() && ctx_.capture)
+      after_reply_.push_back([this, database = outcome_database(), parked = std::move(parked)]() mutable {
+        ctx_.capture->confirm_outcomes(std::move(database), std::move(parked));
+      });
   }
   auto cfg = ctx_.config();
   if (!ctx_.capture || !cfg->after_capture || !cfg->snapshots_enabled) return;
@@ -118,12 +118,15 @@ void Session::request_afters(ShapeOutcomes outcomes) {
     if (committed)
       for (auto& r : parked) requests.push_back(std::move(r));
   }
+  if (requests.empty()) return;
   for (auto& r : requests) {
     // The session whose later holds may absorb them by name: the one that committed them.
     r.session = id_;
     metrics().afters_requested.fetch_add(r.targets.size(), std::memory_order_relaxed);
-    ctx_.capture->capture_after(std::move(r));
   }
+  after_reply_.push_back([this, requests = std::move(requests)]() mutable {
+    for (auto& r : requests) ctx_.capture->capture_after(std::move(r));
+  });
 }
 
 }  // namespace predrop::proxy
