@@ -13,8 +13,8 @@ namespace predrop::capture {
 namespace {
 
 // Relation kinds a snapshot covers: tables, partitioned tables, matviews, foreign tables, views.
-// The statement is built from parts: the targets ($1..$3) and the path ($4); the roots each kind of
-// target reaches; the tree of a partitioned root's partitions; then @FINAL@, the select.
+// The statement is built from parts (capture_sql): the targets ($1..$3) and the path ($4); the
+// roots each kind of target reaches; the tree of a partitioned root's partitions; the select.
 constexpr const char* kTargetCtes = R"SQL(
 WITH RECURSIVE t AS (
   SELECT * FROM unnest($1::text[], $2::name[], $3::name[]) WITH ORDINALITY AS t(kind, sch, nm, tord)
@@ -105,8 +105,8 @@ SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
 // Proper mode: an array whose whole text is within @VALUES@ x @CHARS@ bytes goes as it is, and
 // parse_proper (capture/snapshot.cpp) clips its values as left() would; only a longer one is
 // clipped on the server, so that no read carries more than that. Clipping every value on the
-// server was a fifth of a hold's catalog read (issue 21). SQL_ASCII counts bytes where we count
-// UTF-8 characters, so there the server clips.
+// server was a tenth of a hold's catalog read (issue 21). SQL_ASCII counts bytes where we count
+// UTF-8 characters, so there the server clips. (At most 10,000 x 100,000: the product fits an int.)
 constexpr const char* kProperArray =
     "CASE WHEN octet_length(s.@COL@::text) <= @VALUES@::int * @CHARS@::int "
     "AND current_setting('server_encoding') <> 'SQL_ASCII' THEN (s.@COL@::text::text[])[1:@VALUES@::int] "
