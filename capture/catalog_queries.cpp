@@ -114,10 +114,6 @@ constexpr const char* kProperArray =
     "WITH ORDINALITY AS u(v, o) ORDER BY u.o) END";
 constexpr const char* kNaiveArray = "(s.@COL@::text::text[])[1:@VALUES@::int]::text";
 
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
-}
-
 // The full statement reads every kind of target; the lean one, for targets that only name
 // relations (every DROP TABLE, ALTER TABLE and recreate), leaves out the other roots: their
 // plan nodes are started and scanned on every execution even when no target uses them (issue 21:

@@ -11,6 +11,7 @@
 #include "capture/capture.hpp"
 #include "capture/conninfo.hpp"
 #include "capture/migrations_embedded.hpp"
+#include "capture/snapshot.hpp"
 
 namespace predrop::capture {
 
@@ -56,11 +57,8 @@ std::string quote_ident(PGconn* c, const std::string& s) {
 // Fills the placeholders with quoted identifiers (see the header of migrations/0001_store.sql).
 std::string render(PGconn* c, const std::string& sql, const std::string& schema, const std::string& table) {
   std::string out = sql;
-  auto replace_all = [&](const std::string& from, const std::string& to) {
-    for (size_t pos = 0; (pos = out.find(from, pos)) != std::string::npos; pos += to.size()) out.replace(pos, from.size(), to);
-  };
-  replace_all("{{store_schema}}", quote_ident(c, schema));
-  replace_all("{{store_table}}", quote_ident(c, schema) + "." + quote_ident(c, table));
+  replace_all(out, "{{store_schema}}", quote_ident(c, schema));
+  replace_all(out, "{{store_table}}", quote_ident(c, schema) + "." + quote_ident(c, table));
   static const std::regex ix(R"(\{\{ix:([A-Za-z0-9_]+)\}\})");
   std::string result;
   auto begin = std::sregex_iterator(out.begin(), out.end(), ix);

@@ -193,6 +193,10 @@ std::string columns_profile_json(const std::vector<ColumnProfile>& columns) {
   return arr.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+}
+
 std::string pg_array_literal(const std::vector<std::optional<std::string>>& values) {
   std::string out = "{";
   for (size_t i = 0; i < values.size(); ++i) {

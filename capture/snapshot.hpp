@@ -56,6 +56,10 @@ std::string columns_profile_json(const std::vector<ColumnProfile>& columns);
 // PostgreSQL array input text for a list of values ({"a","b\"c",NULL}); nullopt -> NULL.
 std::string pg_array_literal(const std::vector<std::optional<std::string>>& values);
 
+// Every `from` in `s` becomes `to`: how the SQL templates fill their placeholders
+// (catalog_queries.cpp, store_writer.cpp, migrate.cpp).
+void replace_all(std::string& s, const std::string& from, const std::string& to);
+
 // "schema.table" / "\"Schema\".\"t\"" / "table" -> (schema, table); no dot -> default_schema.
 std::pair<std::string, std::string> split_qualified(std::string_view name, std::string_view default_schema = "public");
 

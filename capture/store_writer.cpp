@@ -11,10 +11,6 @@ namespace predrop::capture {
 
 namespace {
 
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
-}
-
 // The before an after completes (migrations/0002_pairs.sql), one rule for the write and the copy:
 // the one the proxy named (the hold of the ALTER itself, the DROP before a recreate) if the store
 // has it; else for an ALTER the oldest snapshot of the same table OID since its last after, for a
