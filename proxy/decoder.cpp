@@ -208,7 +208,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       if (!r.ok()) return malformed("invalid Query message: the query string is not terminated");
       forget_unnamed();
       auto facts = classifier_.classify(sql, standard_conforming_strings_, transactions_.enabled());
-      owed_.push_back({K::query, false, false, false, 0, facts, {}, nullptr, nullptr});
+      owed_.push_back({.kind = K::query, .facts = facts});
       return statement_event('Q', std::move(facts));
     }
     case 'P': {
@@ -231,7 +231,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
         ev.uninspected = true;
       }
       std::string key = name_key(name);
-      OwedReply entry{K::parse, false, false, false, 0, nullptr, {}, nullptr, nullptr};
+      OwedReply entry{.kind = K::parse};
       auto it = statements_.find(key);
       if (!key.empty() && it != statements_.end() && it->second && it->second->destroys()) {
         // The server refuses a Parse of a name it has (42P05) unless the name was deallocated by
@@ -264,7 +264,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       std::shared_ptr<const parser::Facts> facts = it != statements_.end() ? it->second : nullptr;
       if (facts) portals_[name_key(portal)] = std::move(facts);
       else portals_.erase(name_key(portal));
-      owed_.push_back({K::bind, false, false, false, 0, nullptr, {}, nullptr, nullptr});
+      owed_.push_back({.kind = K::bind});
       FrontendEvent ev;
       ev.type = 'B';
       return ev;
@@ -275,7 +275,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
       if (!r.ok()) return malformed("invalid Execute message: the portal name is not terminated");
       auto it = portals_.find(name_key(portal));
       std::shared_ptr<const parser::Facts> facts = it != portals_.end() ? it->second : nullptr;
-      owed_.push_back({K::execute, false, false, false, 0, facts, {}, nullptr, nullptr});
+      owed_.push_back({.kind = K::execute, .facts = facts});
       return statement_event('E', std::move(facts));
     }
     case 'C': {
@@ -285,7 +285,7 @@ FrontendEvent Decoder::on_frontend(std::string_view msg, uint64_t total) {
         return malformed("invalid Close message: expected 'S' or 'P' and a terminated name");
       if (what == 'S') statements_.erase(name_key(name));
       else portals_.erase(name_key(name));
-      owed_.push_back({K::close, false, false, false, 0, nullptr, {}, nullptr, nullptr});
+      owed_.push_back({.kind = K::close});
       FrontendEvent ev;
       ev.type = 'C';
       return ev;
@@ -306,7 +306,7 @@ void Decoder::on_frontend_streamed(char type, uint64_t total, bool over_inspect_
   ++stats_.frontend_messages;
   using K = OwedReply::Kind;
   if (over_inspect_limit) ++stats_.uninspected;
-  auto owe = [this](K k) { owed_.push_back({k, false, false, false, 0, nullptr, {}, nullptr, nullptr}); };
+  auto owe = [this](K k) { owed_.push_back({.kind = k}); };
   switch (type) {
     case 'Q': forget_unnamed(); owe(K::query); break;
     case 'E': owe(K::execute); break;

@@ -106,11 +106,11 @@ struct OwedReply {
   bool refusal = false;      // predrop's stand-in for a refused statement: its error reaches the client
   bool failed = false;       // query / function_call: an ErrorResponse came before its ReadyForQuery
   uint16_t completed = 0;    // query: statements of its text the server has completed
-  std::shared_ptr<const parser::Facts> facts;   // query / execute: applied as the server completes them
-  std::string deferred_name;                    // parse: a statement name bound only at ParseComplete
-  std::shared_ptr<const parser::Facts> previous;   // parse, deferred: what the name meant before
-  std::shared_ptr<const std::vector<HeldTable>> held;   // query / execute: what its hold snapshotted
-  std::shared_ptr<const Substitutes> substitutes;        // query / execute: statements predrop replaced
+  std::shared_ptr<const parser::Facts> facts{};   // query / execute: applied as the server completes them
+  std::string deferred_name{};                  // parse: a statement name bound only at ParseComplete
+  std::shared_ptr<const parser::Facts> previous{};   // parse, deferred: what the name meant before
+  std::shared_ptr<const std::vector<HeldTable>> held{};   // query / execute: what its hold snapshotted
+  std::shared_ptr<const Substitutes> substitutes{};      // query / execute: statements predrop replaced
 };
 
 // A queue with a moving head, compacted as it goes so that a long pipeline never grows it

@@ -351,7 +351,7 @@ TEST_F(CaptureTest, ConfirmOutcomesByOid) {
   ASSERT_EQ(res.outcome, SnapshotOutcome::written);
   db->exec("DROP TABLE gone");
   std::vector<PendingOutcome> pending;
-  for (const auto& t : res.tables) pending.push_back({t.oid, t.snapshot_id, t.event_id});
+  for (const auto& t : res.tables) pending.push_back({.oid = t.oid, .snapshot_id = t.snapshot_id, .event_id = t.event_id});
   svc.confirm_outcomes(src->name(), pending);
   eventually(*sdb, "SELECT string_agg(table_name || '=' || drop_outcome, ',' ORDER BY table_name) FROM predrop.schema_snapshots "
                    "WHERE outcome_at IS NOT NULL", "gone=dropped,keep=not_dropped");

@@ -23,6 +23,13 @@ class TrackerFixture : public ::testing::Test {
     auto facts = classifier.classify(sql, true, true);
     for (const auto& st : facts->statements) t.completed(st, facts, held, path);
   }
+  // Commits the open transaction; the before its one committed change completes ("" for none).
+  std::string commit_one_before() {
+    t.ended(true);
+    auto o = t.take_shape_outcomes();
+    EXPECT_EQ(o.committed.size(), 1u);
+    return o.committed.empty() ? "<none committed>" : o.committed[0].before_id;
+  }
   std::vector<std::string> committed_names() {
     std::vector<std::string> names;
     for (const auto& c : t.take_shape_outcomes().committed) names.push_back(c.change.relation.name);
@@ -91,10 +98,7 @@ TEST_F(TrackerFixture, ARecreateCompletesTheBeforeItsTransactionsHeldDropWrote) 
   EXPECT_TRUE(o.committed[1].before_id.empty());
   // The next transaction does not remember this one's drops.
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  o = t.take_shape_outcomes();
-  ASSERT_EQ(o.committed.size(), 1u);
-  EXPECT_TRUE(o.committed[0].before_id.empty());
+  EXPECT_EQ(commit_one_before(), "");
 }
 
 // A worker's autocommit recreate: DROP in one transaction, CREATE in the next. The CREATE names the
@@ -106,15 +110,9 @@ TEST_F(TrackerFixture, ARecreateCompletesTheBeforeOfTheSessionsEarlierDrop) {
   t.ended(true);
   t.ended(true);
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  auto o = t.take_shape_outcomes();
-  ASSERT_EQ(o.committed.size(), 1u);
-  EXPECT_EQ(o.committed[0].before_id, "before-id");
+  EXPECT_EQ(commit_one_before(), "before-id");
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  o = t.take_shape_outcomes();
-  ASSERT_EQ(o.committed.size(), 1u);
-  EXPECT_TRUE(o.committed[0].before_id.empty());
+  EXPECT_EQ(commit_one_before(), "");
 }
 
 TEST_F(TrackerFixture, ARolledBackDropOrRecreateLeavesTheEarlierDropToRecreate) {
@@ -122,8 +120,7 @@ TEST_F(TrackerFixture, ARolledBackDropOrRecreateLeavesTheEarlierDropToRecreate) 
   run("DROP TABLE t", &held);
   t.ended(false);
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  EXPECT_TRUE(t.take_shape_outcomes().committed[0].before_id.empty());
+  EXPECT_EQ(commit_one_before(), "");
 
   std::vector<HeldTable> kept{{"public", "u", 4243, "kept"}};
   run("DROP TABLE u", &kept);
@@ -131,8 +128,7 @@ TEST_F(TrackerFixture, ARolledBackDropOrRecreateLeavesTheEarlierDropToRecreate) 
   run("CREATE TABLE u (x int)");
   t.ended(false);
   run("CREATE TABLE u (x int)");
-  t.ended(true);
-  EXPECT_EQ(t.take_shape_outcomes().committed[0].before_id, "kept");
+  EXPECT_EQ(commit_one_before(), "kept");
 }
 
 // Unqualified, a CREATE recreates only a table of a schema on the session's path (public here).
@@ -141,11 +137,9 @@ TEST_F(TrackerFixture, AnUnqualifiedRecreateLooksOnlyInTheSessionsPath) {
   run("DROP TABLE elsewhere.t", &held);
   t.ended(true);
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  EXPECT_TRUE(t.take_shape_outcomes().committed[0].before_id.empty());
+  EXPECT_EQ(commit_one_before(), "");
   run("CREATE TABLE elsewhere.t (x int)");
-  t.ended(true);
-  EXPECT_EQ(t.take_shape_outcomes().committed[0].before_id, "elsewhere-id");
+  EXPECT_EQ(commit_one_before(), "elsewhere-id");
 }
 
 // "$user" on the path is the session user's schema: an unqualified CREATE recreates a table dropped
@@ -155,14 +149,12 @@ TEST_F(TrackerFixture, AnUnqualifiedRecreateFindsTheUsersSchemaOnThePath) {
   run("DROP TABLE ingest.t", &held);
   t.ended(true);
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  EXPECT_TRUE(t.take_shape_outcomes().committed[0].before_id.empty()) << "no user: \"$user\" names no schema";
+  EXPECT_EQ(commit_one_before(), "") << "no user: \"$user\" names no schema";
   run("DROP TABLE ingest.t", &held);
   t.ended(true);
   t.set_user("ingest");
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  EXPECT_EQ(t.take_shape_outcomes().committed[0].before_id, "ingest-id");
+  EXPECT_EQ(commit_one_before(), "ingest-id");
 }
 
 // ROLLBACK TO undoes a CREATE that recreated this transaction's DROP: the next CREATE recreates it.
@@ -174,10 +166,7 @@ TEST_F(TrackerFixture, RollbackToGivesTheDropBackToTheNextRecreate) {
   run("CREATE TABLE t (x int)");
   run("ROLLBACK TO SAVEPOINT s");
   run("CREATE TABLE t (x int)");
-  t.ended(true);
-  auto o = t.take_shape_outcomes();
-  ASSERT_EQ(o.committed.size(), 1u);
-  EXPECT_EQ(o.committed[0].before_id, "before-id");
+  EXPECT_EQ(commit_one_before(), "before-id");
 
   std::vector<HeldTable> undone{{"public", "u", 4243, "undone"}};
   run("SAVEPOINT s");
@@ -185,10 +174,7 @@ TEST_F(TrackerFixture, RollbackToGivesTheDropBackToTheNextRecreate) {
   run("ROLLBACK TO SAVEPOINT s");
   t.ended(true);
   run("CREATE TABLE u (x int)");
-  t.ended(true);
-  o = t.take_shape_outcomes();
-  ASSERT_EQ(o.committed.size(), 1u);
-  EXPECT_TRUE(o.committed[0].before_id.empty());
+  EXPECT_EQ(commit_one_before(), "");
 }
 
 TEST_F(TrackerFixture, AnAlterTheHoldSnapshottedIsFollowedByOid) {
