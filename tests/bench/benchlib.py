@@ -32,6 +32,8 @@ def write_results(name):
     print("# results (section, metric, value)")
     sys.stdout.write(out)
     if os.environ.get("BENCH_WORK"):
+        # A bench run by hand names a work dir that need not exist yet (scripts/bench.sh makes its own).
+        os.makedirs(os.environ["BENCH_WORK"], exist_ok=True)
         with open(os.path.join(os.environ["BENCH_WORK"], "%s-results.tsv" % name), "w") as f:
             f.write(out)
 
