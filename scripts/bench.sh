@@ -61,8 +61,23 @@ export PGB_PORT PGB_PID PREDROP_PORT PREDROP_PID
 echo "bench: direct 127.0.0.1:$PGPORT, pgbouncer :$PGB_PORT (pid $PGB_PID), predrop :$PREDROP_PORT (pid $PREDROP_PID)"
 echo "bench: $(nproc) cores, ${BENCH_SECONDS:-15} s per pgbench run, $("$PREDROP_BIN" --version 2>/dev/null || echo predrop), $(pgbouncer --version | head -n 1)"
 echo "bench: sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a); sessions: pgbench $(ps -o sid= -p $$ | tr -d ' '), PostgreSQL $(ps -o sid= -p "$(head -n 1 "$work/pg/data/postmaster.pid")" | tr -d ' '), pgbouncer $(ps -o sid= -p "$PGB_PID" | tr -d ' '), predrop $(ps -o sid= -p "$PREDROP_PID" | tr -d ' ')"
+# Kernel threads that take CPU from both sides unevenly: DAMON's kdamond (a memory monitor some
+# hosts run) took up to a quarter of a core during pgbench -c 64 on this machine kind, which is
+# part of the run-to-run spread the tables show. Their CPU over the pgbench section is printed.
+kernel_noise_ticks() {
+  local pid total=0 t
+  for pid in $(pgrep -x 'kdamond\.[0-9]+|kswapd[0-9]+|kcompactd[0-9]+' 2>/dev/null); do
+    t=$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null) && total=$((total + t))
+  done
+  echo "$total"
+}
+echo "bench: kernel threads that can take CPU mid-run: $(pgrep -x -l 'kdamond\.[0-9]+|kswapd[0-9]+|kcompactd[0-9]+' 2>/dev/null | awk '{ print $2 }' | tr '\n' ' ')"
 echo
+noise_before=$(kernel_noise_ticks) wall_before=$(date +%s)
 "$root/tests/bench/run-bench.sh"
+noise_ticks=$(( $(kernel_noise_ticks) - noise_before )) wall=$(( $(date +%s) - wall_before ))
+awk -v t="$noise_ticks" -v hz="$(getconf CLK_TCK)" -v w="$wall" 'BEGIN {
+  printf "bench: those kernel threads used %.1f CPU s over the %d s above (%.1f %% of one core)\n", t / hz, w, (w > 0 ? 100 * t / hz / w : 0) }'
 
 # Further benchmarks other parts of the project keep in tests/bench/NAME/run-*.sh (e.g. hold): each runs
 # against the same cluster with BENCH_WORK set; skip one with BENCH_SKIP containing NAME.
