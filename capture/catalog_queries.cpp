@@ -81,7 +81,10 @@ constexpr const char* kTree = R"SQL(
 // A hold's capture in one statement (issue 21: one round trip and one statement a hold, not two):
 // the catalog read with each column's pg_stats row beside it (@VALUES@ entries, each clipped to
 // @CHARS@ characters in proper mode; the naive mode clips per part on our side), the
-// table's own statistics ahead of its inheritance tree's (a partitioned table has only the latter). Columns
+// table's own statistics ahead of its inheritance tree's (a partitioned table has only the latter).
+// pg_stats is read once a table and matched to its columns by name: read once a column, each
+// column paid the view's own lookups again (namespace, class, attribute), and a 30-column table's
+// read took 1.56 ms against 0.55 ms (issue 21). Columns
 // 9..13: found, null_frac, n_distinct, most_common_vals, histogram_bounds; 14: the server, as the
 // store write compares it (store_writer.cpp, kWriteSql's sc).
 constexpr const char* kCaptureSelect = R"SQL(
@@ -95,11 +98,10 @@ SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
   JOIN pg_namespace n ON n.oid = c.relnamespace
   LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
   LEFT JOIN LATERAL (
-    SELECT true AS found, s.null_frac, s.n_distinct, @MCV@ AS mcv, @HIST@ AS hist
+    SELECT DISTINCT ON (s.attname) s.attname, true AS found, s.null_frac, s.n_distinct, @MCV@ AS mcv, @HIST@ AS hist
       FROM pg_stats s
-     WHERE c.relkind <> 'v' AND s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = a.attname
-     ORDER BY s.inherited
-     LIMIT 1) st ON true
+     WHERE c.relkind <> 'v' AND s.schemaname = n.nspname AND s.tablename = c.relname
+     ORDER BY s.attname, s.inherited) st ON st.attname = a.attname
  ORDER BY tree.tord, c.oid, a.attnum
 )SQL";
 // Proper mode: an array whose whole text is within @VALUES@ x @CHARS@ bytes goes as it is, and
@@ -171,8 +173,8 @@ BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bo
                            lean_proper = capture_sql(true, false), lean_naive = capture_sql(true, true);
   const bool lean = std::all_of(request.targets.begin(), request.targets.end(),
                                 [](const TargetSpec& t) { return names_relation(t.kind); });
-  BatchQuery q{lean ? (naive ? "predrop_capture_naive_lean_v1" : "predrop_capture_proper_lean_v1")
-                    : (naive ? "predrop_capture_naive_v3" : "predrop_capture_proper_v3"),
+  BatchQuery q{lean ? (naive ? "predrop_capture_naive_lean_v2" : "predrop_capture_proper_lean_v2")
+                    : (naive ? "predrop_capture_naive_v4" : "predrop_capture_proper_v4"),
                lean ? (naive ? lean_naive : lean_proper) : (naive ? full_naive : full_proper), target_params(request)};
   if (lean) q.params.pop_back();                                           // $5, the roles: none
   q.params.push_back(std::to_string(bounds.max_values));                   // values

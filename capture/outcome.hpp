@@ -46,12 +46,12 @@ struct PendingOutcome {
   std::string event_id;
   // The statement was a quarantine's: a table found in this schema was quarantined, and its store
   // row (predrop.quarantine) is written from its comment.
-  std::string quarantine_schema;
+  std::string quarantine_schema{};
   int64_t retention_s = 0;
-  std::string application_name, client_addr;
+  std::string application_name{}, client_addr{};
   // The hold that wrote it, written with the outcome (no statement of its own): onto the ledger
   // row, and onto the snapshot row when the hold wrote it (not one it was deduplicated against).
-  std::optional<double> hold_ms;
+  std::optional<double> hold_ms{};
   bool hold_ms_on_snapshot = false;
 };
 

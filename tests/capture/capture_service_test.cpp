@@ -294,6 +294,41 @@ TEST_F(CaptureTest, PartitionsAndOwnedByAndWideTables) {
   Db("postgres").exec("DROP ROLE " + src->name() + "_owner");
 }
 
+// Each column gets its own pg_stats row: the table's own ahead of its inheritance tree's, the
+// tree's where a partitioned table has only those, and a column without statistics none.
+TEST_F(CaptureTest, EachColumnGetsItsOwnStatisticsOwnAheadOfTheTrees) {
+  db->exec(R"(
+    CREATE TABLE parent (a int, b text, unanalysed int);
+    CREATE TABLE child () INHERITS (parent);
+    INSERT INTO parent SELECT g, 'own', NULL FROM generate_series(1, 100) g;
+    INSERT INTO child SELECT -g, CASE WHEN g % 2 = 0 THEN NULL ELSE 'child' END, NULL FROM generate_series(1, 300) g;
+    ANALYZE parent (a, b);
+    CREATE TABLE parted (k int, v text) PARTITION BY RANGE (k);
+    CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (1000);
+    INSERT INTO parted SELECT g, CASE WHEN g % 4 = 0 THEN NULL ELSE 'p' END FROM generate_series(0, 399) g;
+    ANALYZE parted;)");
+  ASSERT_EQ(db->value("SELECT count(*) FROM pg_stats WHERE tablename = 'parent' AND attname = 'b'"), "2")
+      << "the parent has its own and its tree's statistics";
+  CaptureService svc(cfg);
+  ASSERT_EQ(run(svc, request({table("public", "parent"), table("public", "parted")})).outcome, SnapshotOutcome::written);
+  auto profile_of = [&](const std::string& t) {
+    return nlohmann::json::parse(sdb->value("SELECT columns_profile FROM predrop.schema_snapshots WHERE table_name = '" + t + "'"));
+  };
+  auto parent = profile_of("parent");
+  ASSERT_EQ(parent.size(), 3u);
+  EXPECT_EQ(parent[0]["name"], "a");
+  EXPECT_EQ(parent[0]["n_distinct"], -1.0) << "a: the parent's own 100 distinct values";
+  EXPECT_EQ(parent[1]["name"], "b");
+  EXPECT_EQ(parent[1]["null_frac"], 0.0) << "b: own (no NULL), not the tree's (three in eight)";
+  EXPECT_EQ(parent[1]["most_common_vals"], nlohmann::json::array({"own"}));
+  EXPECT_EQ(parent[2]["name"], "unanalysed");
+  EXPECT_TRUE(parent[2]["null_frac"].is_null()) << parent[2].dump();
+  auto parted = profile_of("parted");
+  ASSERT_EQ(parted.size(), 2u);
+  EXPECT_EQ(parted[1]["name"], "v");
+  EXPECT_EQ(parted[1]["null_frac"], 0.25) << "the partitioned table's tree statistics";
+}
+
 TEST_F(CaptureTest, PoolNeverExceedsItsBound) {
   db->exec("CREATE TABLE t (a int, b text); INSERT INTO t SELECT g, 'v' FROM generate_series(1, 100) g; ANALYZE t;");
   cfg.pool_size = 4;
