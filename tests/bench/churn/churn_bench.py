@@ -23,7 +23,7 @@ label:mode.
 
 Environment: PGHOST PGPORT PREDROP_BIN (scripts/bench.sh), CHURN_CLIENTS ("1 8 32"),
 CHURN_SECONDS (10), CHURN_REPS (3), CHURN_MODES ("snapshot quarantine empty_q"), CHURN_DURABILITY
-("off on"), CHURN_BINS, BENCH_WORK (results in churn-results.tsv).
+("off on"), CHURN_COLUMNS (4), CHURN_BINS, BENCH_WORK (results in churn-results.tsv).
 """
 import os
 import re
@@ -42,12 +42,16 @@ MODES = os.environ.get("CHURN_MODES", "snapshot quarantine empty_q").split()
 DURABILITY = os.environ.get("CHURN_DURABILITY", "off on").split()
 PGB_PORT = os.environ.get("PGB_PORT")
 
+# CHURN_COLUMNS (4): the table's width. Past the first four, text columns of 7 to 40 distinct values
+# (the reference platform's datasets have tens of columns; a hold's statistics are read per column).
+COLUMNS = max(4, int(os.environ.get("CHURN_COLUMNS", "4")))
+EXTRA = range(5, COLUMNS + 1)
 SCRIPT = """\
-CREATE TABLE churn_:client_id (id int, provincia text, monto numeric, fecha date);
-INSERT INTO churn_:client_id SELECT g, 'provincia ' || (g % 24), g * 1.5, date '2026-01-01' + g % 365 FROM generate_series(1, 200) g;
+CREATE TABLE churn_:client_id (id int, provincia text, monto numeric, fecha date%s);
+INSERT INTO churn_:client_id SELECT g, 'provincia ' || (g %% 24), g * 1.5, date '2026-01-01' + g %% 365%s FROM generate_series(1, 200) g;
 ANALYZE churn_:client_id;
 DROP TABLE churn_:client_id;
-"""
+""" % ("".join(", c%d text" % i for i in EXTRA), "".join(", 'v' || (g %% %d)" % (i % 34 + 7) for i in EXTRA))
 
 CONFIGS = {
     "snapshot": None,
@@ -109,8 +113,8 @@ def main():
             h.exec("ALTER SYSTEM SET synchronous_commit = %s" % durability, db="postgres")
             h.exec("SELECT pg_reload_conf()", db="postgres")
             time.sleep(0.5)
-            print("recreate cycle (CREATE, INSERT 200, ANALYZE, DROP), fsync=%s synchronous_commit=%s, %d s x %d rounds:"
-                  % (durability, durability, SECONDS, REPS))
+            print("recreate cycle (CREATE %d columns, INSERT 200, ANALYZE, DROP), fsync=%s synchronous_commit=%s, "
+                  "%d s x %d rounds:" % (COLUMNS, durability, durability, SECONDS, REPS))
             for clients in CLIENTS:
                 tps = {}
                 holds = {}
