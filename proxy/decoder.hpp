@@ -106,6 +106,7 @@ struct OwedReply {
   bool refusal = false;      // predrop's stand-in for a refused statement: its error reaches the client
   bool failed = false;       // query / function_call: an ErrorResponse came before its ReadyForQuery
   uint16_t completed = 0;    // query: statements of its text the server has completed
+  // Every member has an initializer, so an entry names only what it sets ({.kind = …, .facts = …}).
   std::shared_ptr<const parser::Facts> facts{};   // query / execute: applied as the server completes them
   std::string deferred_name{};                  // parse: a statement name bound only at ParseComplete
   std::shared_ptr<const parser::Facts> previous{};   // parse, deferred: what the name meant before
