@@ -72,7 +72,7 @@ struct SessionView {
   std::string tables;
 };
 
-class Session : public std::enable_shared_from_this<Session>, private HoldHost {
+class Session final : public std::enable_shared_from_this<Session>, private HoldHost {
  public:
   Session(ProxyContext& ctx, tcp::socket client, BufferPool& pool);
   ~Session();

@@ -398,7 +398,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case 1: send_client(message('Q', cstr("COPY t TO STDOUT"))); break;
         case 2: {   // bytes of the input's own, as they are
           if (i >= size) break;
-          size_t n = std::min<size_t>(data[i++], size - i);
+          const size_t wanted = data[i++];  // read first: size - i must count the length byte as taken
+          size_t n = std::min(wanted, size - i);
           send_client(std::string(reinterpret_cast<const char*>(data + i), n));
           i += n;
           raw = true;
@@ -407,7 +408,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case 3: {   // a message of the input's type and body, framed right
           if (i + 1 >= size) break;
           const char type = static_cast<char>(data[i++]);
-          size_t n = std::min<size_t>(data[i++], size - i);
+          const size_t wanted = data[i++];  // read first: size - i must count the length byte as taken
+          size_t n = std::min(wanted, size - i);
           send_client(message(type, std::string_view(reinterpret_cast<const char*>(data + i), n)));
           i += n;
           raw = true;
@@ -433,7 +435,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2: {   // a Query of text of the input's own
         if (i >= size) break;
-        size_t n = std::min<size_t>(data[i++], size - i);
+        const size_t wanted = data[i++];  // read first: size - i must count the length byte as taken
+        size_t n = std::min(wanted, size - i);
         std::string text(reinterpret_cast<const char*>(data + i), n);
         i += n;
         if (text.find('\0') != std::string::npos) break;
