@@ -15,8 +15,7 @@ using Clock = std::chrono::steady_clock;
 
 AfterCapture::AfterCapture(asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline,
                            ConnPool& capture_pool, LedgerWriter& ledger, CaptureCounters& counters)
-    : io_(io),
-      cfg_(cfg),
+    : cfg_(cfg),
       pipeline_(pipeline),
       capture_pool_(capture_pool),
       ledger_(ledger),

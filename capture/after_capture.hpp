@@ -58,7 +58,6 @@ class AfterCapture {
   void publish();
   void write_copies(bool now = false);
 
-  boost::asio::io_context& io_;
   const CaptureConfig& cfg_;
   SnapshotPipeline& pipeline_;
   ConnPool& capture_pool_;
