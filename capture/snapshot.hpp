@@ -57,7 +57,7 @@ std::string columns_profile_json(const std::vector<ColumnProfile>& columns);
 std::string pg_array_literal(const std::vector<std::optional<std::string>>& values);
 
 // Every `from` in `s` becomes `to`: how the SQL templates fill their placeholders
-// (catalog_queries.cpp, store_writer.cpp, migrate.cpp).
+// (catalog_queries.cpp, store_writer.cpp, migrate.cpp, evidence/baseline.cpp).
 void replace_all(std::string& s, const std::string& from, const std::string& to);
 
 // "schema.table" / "\"Schema\".\"t\"" / "table" -> (schema, table); no dot -> default_schema.

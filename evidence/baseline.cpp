@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "capture/snapshot.hpp"
 #include "capture/store_writer.hpp"
 
 namespace predrop::evidence {
@@ -74,7 +75,7 @@ std::vector<std::string> names_of(const std::string& array_text) {
 
 std::string replace_store(std::string sql, const std::string& store) {
   expand_snapshot_sql(sql, "ins");
-  for (size_t pos; (pos = sql.find("@STORE@")) != std::string::npos;) sql.replace(pos, 7, store);
+  replace_all(sql, "@STORE@", store);
   return sql;
 }
 

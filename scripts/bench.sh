@@ -64,14 +64,15 @@ echo "bench: sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enab
 # Kernel threads that take CPU from both sides unevenly: DAMON's kdamond (a memory monitor some
 # hosts run) took up to a quarter of a core during pgbench -c 64 on this machine kind, which is
 # part of the run-to-run spread the tables show. Their CPU over the pgbench section is printed.
+noisy_kernel_threads='kdamond\.[0-9]+|kswapd[0-9]+|kcompactd[0-9]+'
 kernel_noise_ticks() {
   local pid total=0 t
-  for pid in $(pgrep -x 'kdamond\.[0-9]+|kswapd[0-9]+|kcompactd[0-9]+' 2>/dev/null); do
+  for pid in $(pgrep -x "$noisy_kernel_threads" 2>/dev/null); do
     t=$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null) && total=$((total + t))
   done
   echo "$total"
 }
-echo "bench: kernel threads that can take CPU mid-run: $(pgrep -x -l 'kdamond\.[0-9]+|kswapd[0-9]+|kcompactd[0-9]+' 2>/dev/null | awk '{ print $2 }' | tr '\n' ' ')"
+echo "bench: kernel threads that can take CPU mid-run: $(pgrep -x -l "$noisy_kernel_threads" 2>/dev/null | awk '{ print $2 }' | tr '\n' ' ')"
 echo
 noise_before=$(kernel_noise_ticks) wall_before=$(date +%s)
 "$root/tests/bench/run-bench.sh"

@@ -382,6 +382,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pump();
   }
 
+  // A length byte, then up to that many of the input's bytes (fewer at its end); i < size.
+  auto take_bytes = [&]() -> std::string_view {
+    const size_t wanted = data[i++];  // taken before size - i is counted
+    const size_t n = std::min(wanted, size - i);
+    std::string_view bytes(reinterpret_cast<const char*>(data + i), n);
+    i += n;
+    return bytes;
+  };
   while (i < size && client_open) {
     uint8_t op = data[i++];
     if ((op & 0xF0) == 0xF0) {
@@ -398,20 +406,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case 1: send_client(message('Q', cstr("COPY t TO STDOUT"))); break;
         case 2: {   // bytes of the input's own, as they are
           if (i >= size) break;
-          const size_t wanted = data[i++];  // read first: size - i must count the length byte as taken
-          size_t n = std::min(wanted, size - i);
-          send_client(std::string(reinterpret_cast<const char*>(data + i), n));
-          i += n;
+          send_client(std::string(take_bytes()));
           raw = true;
           break;
         }
         case 3: {   // a message of the input's type and body, framed right
           if (i + 1 >= size) break;
           const char type = static_cast<char>(data[i++]);
-          const size_t wanted = data[i++];  // read first: size - i must count the length byte as taken
-          size_t n = std::min(wanted, size - i);
-          send_client(message(type, std::string_view(reinterpret_cast<const char*>(data + i), n)));
-          i += n;
+          send_client(message(type, take_bytes()));
           raw = true;
           break;
         }
@@ -435,10 +437,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2: {   // a Query of text of the input's own
         if (i >= size) break;
-        const size_t wanted = data[i++];  // read first: size - i must count the length byte as taken
-        size_t n = std::min(wanted, size - i);
-        std::string text(reinterpret_cast<const char*>(data + i), n);
-        i += n;
+        std::string text(take_bytes());
         if (text.find('\0') != std::string::npos) break;
         send_client(message('Q', cstr(text)));
         break;
