@@ -2,7 +2,11 @@
 
 #include <openssl/rand.h>
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <iterator>
 #include <random>
@@ -466,17 +470,56 @@ Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vec
           pg_array_literal(sh)};
 }
 
-std::string new_uuid() {
-  unsigned char b[16];
-  if (RAND_bytes(b, sizeof b) != 1) {
-    static thread_local std::mt19937_64 rng(std::random_device{}());
-    for (auto& x : b) x = static_cast<unsigned char>(rng());
+namespace {
+
+// RAND_bytes checks getpid() on every call to notice a fork, a system call each time; a hold asks for
+// two or three UUIDs. So each thread draws a block once and hands it out 16 bytes at a time; a fork
+// (pthread_atfork below) throws every thread's unused bytes away, so parent and child never share one.
+constexpr size_t kUuidBlock = 16 * 64;
+std::atomic<uint64_t> fork_generation{0};
+
+struct UuidBytes {
+  unsigned char block[kUuidBlock];
+  size_t used = kUuidBlock;
+  uint64_t generation = 0;
+
+  void next(unsigned char (&out)[16]) {
+    static const bool registered = [] {
+      pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
+      return true;
+    }();
+    (void)registered;
+    const uint64_t now = fork_generation.load(std::memory_order_relaxed);
+    if (used == kUuidBlock || generation != now) {
+      if (RAND_bytes(block, sizeof block) != 1) {
+        static thread_local std::mt19937_64 rng(std::random_device{}());
+        for (auto& x : block) x = static_cast<unsigned char>(rng());
+      }
+      used = 0;
+      generation = now;
+    }
+    std::memcpy(out, block + used, sizeof out);
+    std::memset(block + used, 0, sizeof out);  // a byte handed out is never kept
+    used += sizeof out;
   }
+};
+
+}  // namespace
+
+std::string new_uuid() {
+  static thread_local UuidBytes bytes;
+  unsigned char b[16];
+  bytes.next(b);
   b[6] = (b[6] & 0x0F) | 0x40;  // version 4
   b[8] = (b[8] & 0x3F) | 0x80;  // RFC 4122 variant
-  char out[37];
-  std::snprintf(out, sizeof out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
-                b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out(36, '-');
+  size_t at = 0;
+  for (int i = 0; i < 16; ++i) {
+    if (at == 8 || at == 13 || at == 18 || at == 23) ++at;
+    out[at++] = hex[b[i] >> 4];
+    out[at++] = hex[b[i] & 0x0F];
+  }
   return out;
 }
 
