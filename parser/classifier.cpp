@@ -40,7 +40,7 @@ bool Facts::unparsed() const {
 
 bool Facts::touches_search_path() const {
   for (const auto& s : statements)
-    if (s.search_path) return true;
+    if (s.search_path || s.role || s.session_authorization) return true;
   return false;
 }
 

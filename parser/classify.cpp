@@ -441,36 +441,77 @@ class StatementWalker {
   void variable_set(const json& s) {
     const std::string kind = text(s, "kind");
     if (kind == "VAR_RESET_ALL") {
-      out_.search_path = SearchPathChange{SearchPathChange::Scope::reset, {}, true};
+      out_.search_path = SettingChange{SettingChange::Scope::reset, {}, true};
+      return;
+    }
+    if (iequals(text(s, "name"), "role") || iequals(text(s, "name"), "session_authorization")) {
+      role_set(s, iequals(text(s, "name"), "role"));
       return;
     }
     if (!iequals(text(s, "name"), "search_path")) return;
     const bool local = flag(s, "is_local");
-    const auto scope = local ? SearchPathChange::Scope::local : SearchPathChange::Scope::session;
+    const auto scope = local ? SettingChange::Scope::local : SettingChange::Scope::session;
     if (kind == "VAR_RESET" || (kind == "VAR_SET_DEFAULT" && !local)) {
-      out_.search_path = SearchPathChange{SearchPathChange::Scope::reset, {}, true};
+      out_.search_path = SettingChange{SettingChange::Scope::reset, {}, true};
     } else if (kind == "VAR_SET_DEFAULT") {
-      out_.search_path = SearchPathChange{scope, {}, true};
+      out_.search_path = SettingChange{scope, {}, true};
     } else if (kind == "VAR_SET_VALUE") {
       // Each argument is one schema: the server quotes every element before splitting the
       // flattened value again, so 'a, b' names a single schema "a, b".
-      SearchPathChange change{scope, {}, false};
+      SettingChange change{scope, {}, false};
       for (const json& arg : items_of(s, "args")) {
         Literal lit = literal_of(arg);
         if (lit.kind != Literal::Kind::string && lit.kind != Literal::Kind::number) {
           out_.unresolved_risk = true;
           return;
         }
-        change.schemas.push_back(truncate_identifier(std::move(lit.value)));
+        change.values.push_back(truncate_identifier(std::move(lit.value)));
       }
       out_.search_path = std::move(change);
     }
     // VAR_SET_CURRENT (FROM CURRENT) keeps the value; VAR_SET_MULTI is SET TRANSACTION etc.
   }
 
+  // SET ROLE x / NONE / DEFAULT, RESET ROLE; SET SESSION AUTHORIZATION x / DEFAULT and RESET SESSION
+  // AUTHORIZATION, which also end a SET ROLE (the server's SetSessionUserId()).
+  void role_set(const json& s, bool is_role) {
+    const std::string kind = text(s, "kind");
+    const bool local = flag(s, "is_local");
+    const auto scope = local ? SettingChange::Scope::local : SettingChange::Scope::session;
+    SettingChange change;
+    if (kind == "VAR_RESET" || (kind == "VAR_SET_DEFAULT" && !local)) {
+      change = SettingChange{SettingChange::Scope::reset, {}, true};
+    } else if (kind == "VAR_SET_DEFAULT") {
+      change = SettingChange{scope, {}, true};
+    } else if (kind == "VAR_SET_VALUE") {
+      const json& args = items_of(s, "args");
+      const Literal lit = args.size() == 1 ? literal_of(args[0]) : Literal{};
+      if (lit.kind != Literal::Kind::string) {
+        out_.unresolved_risk = true;  // whom "$user" names from here on is unknown
+        return;
+      }
+      change = SettingChange{scope, {truncate_identifier(lit.value)}, false};
+    } else {
+      return;  // FROM CURRENT keeps the value
+    }
+    set_role_or_user(is_role, std::move(change));
+  }
+
+  void set_role_or_user(bool is_role, SettingChange change) {
+    if (is_role) {
+      out_.role = std::move(change);
+      return;
+    }
+    const auto scope = change.scope == SettingChange::Scope::reset ? SettingChange::Scope::session : change.scope;
+    out_.role = SettingChange{scope, {"none"}, false};
+    out_.session_authorization = std::move(change);
+  }
+
   void discard(const json& s) {
-    if (text(s, "target") == "DISCARD_ALL")
-      out_.search_path = SearchPathChange{SearchPathChange::Scope::reset, {}, true};
+    if (text(s, "target") != "DISCARD_ALL") return;
+    // SET SESSION AUTHORIZATION DEFAULT, then RESET ALL (guc.c's DiscardAll).
+    out_.search_path = SettingChange{SettingChange::Scope::reset, {}, true};
+    set_role_or_user(false, SettingChange{SettingChange::Scope::reset, {}, true});
   }
 
   void transaction(const json& s) {
@@ -569,26 +610,36 @@ class StatementWalker {
       out_.unresolved_risk = true;  // which setting is unknown
       return;
     }
-    if (!iequals(guc.value, "search_path")) return;
+    const bool is_role = iequals(guc.value, "role"), is_user = iequals(guc.value, "session_authorization");
+    if (!iequals(guc.value, "search_path") && !is_role && !is_user) return;
     const Literal value = literal_of(args[1]);
     const std::optional<bool> local = literal_bool(literal_of(args[2]));
     if (!local || (value.kind != Literal::Kind::string && value.kind != Literal::Kind::null)) {
       out_.unresolved_risk = true;
       return;
     }
-    const auto scope = *local ? SearchPathChange::Scope::local : SearchPathChange::Scope::session;
+    const auto scope = *local ? SettingChange::Scope::local : SettingChange::Scope::session;
+    if (is_role || is_user) {
+      if (seen_role_config_) out_.unresolved_risk = true;  // the order of calls in one statement is the planner's
+      seen_role_config_ = true;
+      if (value.kind == Literal::Kind::null)
+        set_role_or_user(is_role, SettingChange{*local ? scope : SettingChange::Scope::reset, {}, true});
+      else
+        set_role_or_user(is_role, SettingChange{scope, {truncate_identifier(value.value)}, false});
+      return;
+    }
     if (value.kind == Literal::Kind::null) {  // a NULL value resets to the default
-      record(SearchPathChange{*local ? scope : SearchPathChange::Scope::reset, {}, true});
+      record(SettingChange{*local ? scope : SettingChange::Scope::reset, {}, true});
       return;
     }
     auto schemas = parse_search_path(value.value);
     if (!schemas) return;  // the server rejects the value: no change
-    record(SearchPathChange{scope, std::move(*schemas), false});
+    record(SettingChange{scope, std::move(*schemas), false});
   }
 
-  void record(SearchPathChange change) {
+  void record(SettingChange change) {
     if (out_.search_path && seen_set_config_ &&
-        (out_.search_path->scope != change.scope || out_.search_path->schemas != change.schemas ||
+        (out_.search_path->scope != change.scope || out_.search_path->values != change.values ||
          out_.search_path->to_default != change.to_default))
       out_.unresolved_risk = true;
     seen_set_config_ = true;
@@ -613,6 +664,7 @@ class StatementWalker {
   Target scratch_ = make_target(DestroyKind::drop_table, {});
   int temporary_ = 0;
   bool seen_set_config_ = false;
+  bool seen_role_config_ = false;
 };
 
 void compute_fingerprint(const std::string& sql, Facts& facts) {

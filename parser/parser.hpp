@@ -31,13 +31,16 @@ struct Target {
   std::string action;               // alter_table: "DROP COLUMN c", "ALTER COLUMN c TYPE", "RENAME COLUMN", "RENAME TO"
 };
 
-// search_path effects, in statement order, so that a SET before a DROP in the same string counts.
-struct SearchPathChange {
+// A SET / RESET of a setting that decides where an unqualified name resolves, in statement order,
+// so that a SET before a DROP in the same string counts: search_path, and role and
+// session_authorization, which decide the schema "$user" on the path names.
+struct SettingChange {
   enum class Scope : uint8_t { session, local, reset } scope = Scope::session;
-  // Schemas as the server would parse the value: "$user" and "pg_temp" kept as tokens,
-  // quoted names exact, unquoted names folded. Empty with reset (back to the default).
-  std::vector<std::string> schemas;
-  // The value is the session default, not `schemas`: always with reset, and with local for
+  // search_path: schemas as the server would parse the value, "$user" and "pg_temp" kept as
+  // tokens, quoted names exact, unquoted names folded. role / session_authorization: the one role
+  // name, or none for SET ROLE NONE. Empty with reset (back to the default).
+  std::vector<std::string> values;
+  // The value is the session default, not `values`: always with reset, and with local for
   // `SET LOCAL search_path TO DEFAULT` (set_config(..., NULL, true) likewise).
   bool to_default = false;
 };
@@ -78,7 +81,12 @@ std::string_view to_string(YieldTarget::Kind kind);
 // One top-level statement of the message text.
 struct Statement {
   std::vector<Target> targets;                  // empty when it destroys nothing visible
-  std::optional<SearchPathChange> search_path;  // SET/RESET search_path, set_config('search_path', …)
+  std::optional<SettingChange> search_path;  // SET/RESET search_path, set_config('search_path', …)
+  // SET [LOCAL] ROLE, RESET ROLE, set_config('role', …); SET SESSION AUTHORIZATION and its RESET
+  // (which also end a SET ROLE), set_config('session_authorization', …); DISCARD ALL. RESET ALL
+  // touches neither (both are GUC_NO_RESET_ALL on the server).
+  std::optional<SettingChange> role;
+  std::optional<SettingChange> session_authorization;
   TxnControl txn = TxnControl::none;
   std::string savepoint;                        // savepoint / release / rollback_to: the savepoint name
   bool unresolved_risk = false;                 // DO, EXECUTE, CALL, a function that may DROP: cannot be seen
@@ -115,7 +123,7 @@ struct Facts {
   bool destroys() const;           // any statement has targets
   bool unresolved() const;         // any statement is unresolved risk
   bool unparsed() const;           // any statement is unparsed
-  bool touches_search_path() const;
+  bool touches_search_path() const;  // any statement moves search_path, or the role "$user" names
   bool changes_shape() const;      // any statement has changes
   bool yields() const;             // any statement has yields
 };
@@ -170,16 +178,21 @@ std::vector<std::string> split_search_path(std::string_view value);
 std::optional<std::vector<std::string>> parse_search_path(std::string_view value);
 
 // The session's effective search_path, following the server's rules for SET, SET LOCAL,
-// RESET and transaction end. Pure logic: the proxy feeds it what it sees on the wire.
+// RESET and transaction end, and the role its "$user" names (SET ROLE, SET SESSION AUTHORIZATION,
+// with the same rules). Pure logic: the proxy feeds it what it sees on the wire.
 class SearchPathTracker {
  public:
-  // The value at session start: role/database defaults or the startup packet's options.
-  explicit SearchPathTracker(std::vector<std::string> initial = {"$user", "public"});
+  // The value at session start: role/database defaults or the startup packet's options; the role
+  // the startup's options set (-c role=…), if any.
+  explicit SearchPathTracker(std::vector<std::string> initial = {"$user", "public"},
+                             std::optional<std::string> initial_role = std::nullopt);
   // A statement that the server ran successfully (the proxy calls it on CommandComplete order).
   // SET LOCAL outside a transaction block has no lasting effect (the server warns and drops it);
   // a multi-statement simple Query runs as one implicit block, so pass true for it and call
   // end_transaction() when it completes.
-  void apply(const SearchPathChange& change, bool in_transaction_block);
+  void apply(const SettingChange& change, bool in_transaction_block);
+  void apply_role(const SettingChange& change, bool in_transaction_block);
+  void apply_session_authorization(const SettingChange& change, bool in_transaction_block);
   // Transaction ended: committed or rolled back (ReadyForQuery went back to 'I').
   // PREPARE TRANSACTION counts as committed for settings (the server does the same).
   void end_transaction(bool committed);
@@ -188,21 +201,34 @@ class SearchPathTracker {
   void savepoint(std::string_view name);
   void release_savepoint(std::string_view name);
   void rollback_to_savepoint(std::string_view name);
-  // Schemas to search, in order, with "$user" replaced by user and pg_temp dropped
+  // Schemas to search, in order, with "$user" replaced by the current user and pg_temp dropped
   // (temporary tables are out of scope) and later duplicates skipped, as the server does;
-  // pg_catalog is not added.
-  std::vector<std::string> effective(std::string_view user) const;
+  // pg_catalog is not added. The current user is login_user unless SET ROLE or SET SESSION
+  // AUTHORIZATION named another.
+  std::vector<std::string> effective(std::string_view login_user) const;
   const std::vector<std::string>& current() const;
+  // current() with "$user" written out as the role SET ROLE or SET SESSION AUTHORIZATION made
+  // current; current() itself while the login user is (its callers know that user).
+  std::vector<std::string> current_for_role() const;
 
  private:
-  std::vector<std::string> session_;            // committed session value
-  std::optional<std::vector<std::string>> txn_; // session-level SET inside the open transaction
-  std::optional<std::vector<std::string>> local_;
-  std::vector<std::string> initial_;
+  // One setting through the GUC stack of guc.c.
+  struct Setting {
+    std::vector<std::string> session;            // committed session value
+    std::optional<std::vector<std::string>> txn; // session-level SET inside the open transaction
+    std::optional<std::vector<std::string>> local;
+    std::vector<std::string> initial;
+    void apply(const SettingChange& change, bool in_transaction_block);
+    void end_transaction(bool committed);
+    const std::vector<std::string>& current() const { return local ? *local : txn ? *txn : session; }
+  };
+  // The role "$user" names when not the login user's; nullopt: the login user.
+  std::optional<std::string> role_in_force() const;
+
+  Setting path_, role_, session_authorization_;
   struct Savepoint {
     std::string name;
-    std::optional<std::vector<std::string>> txn;
-    std::optional<std::vector<std::string>> local;
+    Setting path, role, session_authorization;
   };
   std::vector<Savepoint> savepoints_;
 };

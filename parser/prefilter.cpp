@@ -9,7 +9,13 @@
 //   execute, call, do       unresolved risk (EXECUTE may also appear as EXPLAIN/CREATE TABLE AS EXECUTE)
 //   search_path, schema     SET/RESET search_path, SET SCHEMA 'x' (an alias of search_path)
 //   reset                   RESET ALL
-//   set_config              set_config('search_path', …), also with $n parameters
+//   set_config              set_config('search_path' | 'role' | 'session_authorization', …), also
+//                           with $n parameters
+//   role, authorization     SET ROLE, RESET ROLE, SET / RESET SESSION AUTHORIZATION: whom "$user"
+//                           on the path names. "role" is a substring of many identifiers (roles,
+//                           user_role…), so like "do" it is matched as a whole word: the lexer
+//                           makes the ROLE token (or the identifier role, quoted or not) only
+//                           from those four letters between non-identifier bytes.
 //   pg_settings             UPDATE pg_settings SET setting = … (a rule that calls set_config)
 //   u&                      a Unicode-escaped identifier (U&"search\005fpath") could spell any
 //                           GUC name without the ASCII letters; it is rare, so any U& passes.
@@ -35,8 +41,7 @@
 //   savepoint, rollback,    the transaction control that decides whether a change commits:
 //   release, prepare        ROLLBACK [TO], RELEASE, PREPARE TRANSACTION, COMMIT/ROLLBACK PREPARED
 // BEGIN and COMMIT alone stay out: ReadyForQuery tells the proxy a transaction committed. The
-// shape keywords have their own candidate pairs, so that a default call checks no more pairs
-// than it ever did.
+// shape keywords have their own candidate pairs, so that a default call does not check them.
 #include "parser/parser.hpp"
 
 #include <cstddef>
@@ -75,10 +80,10 @@ struct PairSet {
     bits[key >> 6] |= uint64_t{1} << (key & 63);
   }
   constexpr explicit PairSet(bool shape_changes) {
-    for (const char* pair : {"dr", "di", "do", "al", "tr", "ex", "ca", "se", "sc", "re", "pg", "u&"})
+    for (const char* pair : {"dr", "di", "do", "al", "au", "tr", "ex", "ca", "se", "sc", "re", "ro", "pg", "u&"})
       add(pair);
     if (shape_changes)
-      for (const char* pair : {"cr", "in", "sa", "ro", "pr"}) add(pair);
+      for (const char* pair : {"cr", "in", "sa", "pr"}) add(pair);
   }
   bool has(unsigned char a, unsigned char b) const {
     const unsigned key = (a | 0x20u) << 8 | (b | 0x20u);
@@ -109,7 +114,7 @@ bool scan(std::string_view sql) {
           return true;
         break;
       case 'a':
-        if (matches_at(at, rest, "alter")) return true;
+        if (matches_at(at, rest, "alter") || matches_at(at, rest, "authorization")) return true;
         break;
       case 't':
         if (matches_at(at, rest, "truncate")) return true;
@@ -136,6 +141,9 @@ bool scan(std::string_view sql) {
         break;
       case 'r':
         if (matches_at(at, rest, "reset")) return true;
+        if (matches_at(at, rest, "role") && (i == 0 || !is_ident_byte(p[i - 1])) &&
+            (rest == 4 || !is_ident_byte(at[4])))
+          return true;
         if constexpr (kShape)
           if (matches_at(at, rest, "refresh") || matches_at(at, rest, "rollback") ||
               matches_at(at, rest, "release"))

@@ -60,39 +60,61 @@ std::vector<std::string> split_search_path(std::string_view value) {
   return parsed ? std::move(*parsed) : std::vector<std::string>{};
 }
 
-SearchPathTracker::SearchPathTracker(std::vector<std::string> initial)
-    : session_(initial), initial_(std::move(initial)) {}
+SearchPathTracker::SearchPathTracker(std::vector<std::string> initial, std::optional<std::string> initial_role) {
+  path_.session = path_.initial = std::move(initial);
+  if (initial_role && *initial_role != "none") role_.session = role_.initial = {std::move(*initial_role)};
+}
 
 // guc.c semantics in short: a session-level SET (or RESET) inside a transaction block is undone
 // by ROLLBACK and kept by COMMIT, and it overrides an earlier SET LOCAL of the same transaction;
 // SET LOCAL lasts until the transaction ends, whatever the outcome.
-void SearchPathTracker::apply(const SearchPathChange& change, bool in_transaction_block) {
-  const bool to_default = change.to_default || change.scope == SearchPathChange::Scope::reset;
-  std::vector<std::string> value = to_default ? initial_ : change.schemas;
-  if (change.scope == SearchPathChange::Scope::local) {
-    if (in_transaction_block) local_ = std::move(value);
+void SearchPathTracker::Setting::apply(const SettingChange& change, bool in_transaction_block) {
+  const bool to_default = change.to_default || change.scope == SettingChange::Scope::reset;
+  std::vector<std::string> value = to_default ? initial : change.values;
+  if (change.scope == SettingChange::Scope::local) {
+    if (in_transaction_block) local = std::move(value);
     return;  // outside a block the server warns and the setting dies with the implicit transaction
   }
   if (in_transaction_block) {
-    txn_ = std::move(value);
-    local_.reset();
+    txn = std::move(value);
+    local.reset();
   } else {
-    session_ = std::move(value);
-    txn_.reset();
-    local_.reset();
-    savepoints_.clear();
+    session = std::move(value);
+    txn.reset();
+    local.reset();
   }
 }
 
+void SearchPathTracker::Setting::end_transaction(bool committed) {
+  if (committed && txn) session = std::move(*txn);
+  txn.reset();
+  local.reset();
+}
+
+void SearchPathTracker::apply(const SettingChange& change, bool in_transaction_block) {
+  path_.apply(change, in_transaction_block);
+  if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
+}
+
+void SearchPathTracker::apply_role(const SettingChange& change, bool in_transaction_block) {
+  role_.apply(change, in_transaction_block);
+  if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
+}
+
+void SearchPathTracker::apply_session_authorization(const SettingChange& change, bool in_transaction_block) {
+  session_authorization_.apply(change, in_transaction_block);
+  if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
+}
+
 void SearchPathTracker::end_transaction(bool committed) {
-  if (committed && txn_) session_ = std::move(*txn_);
-  txn_.reset();
-  local_.reset();
+  path_.end_transaction(committed);
+  role_.end_transaction(committed);
+  session_authorization_.end_transaction(committed);
   savepoints_.clear();
 }
 
 void SearchPathTracker::savepoint(std::string_view name) {
-  savepoints_.push_back(Savepoint{std::string(name), txn_, local_});
+  savepoints_.push_back(Savepoint{std::string(name), path_, role_, session_authorization_});
 }
 
 // Savepoint names may repeat; the server picks the most recent one.
@@ -107,18 +129,25 @@ void SearchPathTracker::rollback_to_savepoint(std::string_view name) {
   auto it = std::find_if(savepoints_.rbegin(), savepoints_.rend(),
                          [&](const Savepoint& s) { return s.name == name; });
   if (it == savepoints_.rend()) return;
-  txn_ = it->txn;
-  local_ = it->local;
+  path_ = it->path;
+  role_ = it->role;
+  session_authorization_ = it->session_authorization;
   savepoints_.erase(it.base(), savepoints_.end());  // the savepoint itself survives ROLLBACK TO
 }
 
-const std::vector<std::string>& SearchPathTracker::current() const {
-  if (local_) return *local_;
-  if (txn_) return *txn_;
-  return session_;
+const std::vector<std::string>& SearchPathTracker::current() const { return path_.current(); }
+
+// GetUserId() on the server: the role SET ROLE made current, else the session user, which SET
+// SESSION AUTHORIZATION sets (a role name "none" is the server's word for no role).
+std::optional<std::string> SearchPathTracker::role_in_force() const {
+  if (const auto& role = role_.current(); !role.empty() && role.front() != "none") return role.front();
+  if (const auto& user = session_authorization_.current(); !user.empty()) return user.front();
+  return std::nullopt;
 }
 
-std::vector<std::string> SearchPathTracker::effective(std::string_view user) const {
+std::vector<std::string> SearchPathTracker::effective(std::string_view login_user) const {
+  const std::optional<std::string> role = role_in_force();
+  const std::string_view user = role ? std::string_view(*role) : login_user;
   std::vector<std::string> out;
   for (const auto& schema : current()) {
     if (schema == "pg_temp") continue;  // temporary tables are out of scope
@@ -129,6 +158,14 @@ std::vector<std::string> SearchPathTracker::effective(std::string_view user) con
     if (std::find(out.begin(), out.end(), name) != out.end()) continue;
     out.push_back(std::move(name));
   }
+  return out;
+}
+
+std::vector<std::string> SearchPathTracker::current_for_role() const {
+  std::vector<std::string> out = current();
+  if (const std::optional<std::string> role = role_in_force())
+    for (auto& schema : out)
+      if (schema == "$user") schema = *role;
   return out;
 }
 

@@ -171,8 +171,9 @@ void OwedReplies::pop_front() {
   }
 }
 
-Decoder::Decoder(parser::Classifier& classifier, std::vector<std::string> initial_search_path)
-    : classifier_(classifier), search_path_(std::move(initial_search_path)) {}
+Decoder::Decoder(parser::Classifier& classifier, std::vector<std::string> initial_search_path,
+                 std::optional<std::string> initial_role)
+    : classifier_(classifier), search_path_(std::move(initial_search_path), std::move(initial_role)) {}
 
 std::string Decoder::name_key(std::string_view name) {
   return std::string(name.substr(0, kNameKeyBytes));
@@ -387,14 +388,17 @@ const Substitute* Decoder::running_substitute(std::shared_ptr<const Substitutes>
   return nullptr;
 }
 
-// How one statement the server completed moves the search_path (path null: only the block state
-// moves). A multi-statement Query runs as one implicit transaction block, so its SET LOCAL holds to
-// its end; a COMMIT or ROLLBACK in the text ends the block the text itself opened.
+// How one statement the server completed moves the search_path and the role "$user" names (path
+// null: only the block state moves). A multi-statement Query runs as one implicit transaction
+// block, so its SET LOCAL holds to its end; a COMMIT or ROLLBACK in the text ends the block the
+// text itself opened.
 void apply_statement(parser::SearchPathTracker* path, const parser::Statement& st, bool& in_block, char txn_status) {
   using T = parser::TxnControl;
   if (st.txn == T::begin) in_block = true;
   if (path) {
     if (st.search_path) path->apply(*st.search_path, in_block);
+    if (st.session_authorization) path->apply_session_authorization(*st.session_authorization, in_block);
+    if (st.role) path->apply_role(*st.role, in_block);
     if (st.txn == T::savepoint) path->savepoint(st.savepoint);
     if (st.txn == T::release) path->release_savepoint(st.savepoint);
     if (st.txn == T::rollback_to) path->rollback_to_savepoint(st.savepoint);

@@ -187,7 +187,9 @@ void apply_statement(parser::SearchPathTracker* path, const parser::Statement& s
 
 class Decoder {
  public:
-  Decoder(parser::Classifier& classifier, std::vector<std::string> initial_search_path);
+  // initial_role: the role the startup's options set (-c role=…), if any.
+  Decoder(parser::Classifier& classifier, std::vector<std::string> initial_search_path,
+          std::optional<std::string> initial_role = std::nullopt);
 
   // A message the frame said to judge: `msg` is the whole message, header included, or for a
   // Need::names message longer than the inspection limit its first bytes (`total` says how many in all).

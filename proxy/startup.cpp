@@ -186,9 +186,13 @@ void Session::on_startup_packet(std::string packet) {
   startup_packet_ = std::move(packet);
   std::vector<std::string> initial = {"$user", "public"};
   std::string sp = params_.get("search_path");
-  if (auto from_options = wire::search_path_from_options(params_.get("options"))) sp = *from_options;
+  if (auto from_options = wire::setting_from_options(params_.get("options"), "search_path")) sp = *from_options;
   if (!sp.empty()) initial = parser::split_search_path(sp);
-  decoder_.emplace(ctx_.classifier, std::move(initial));
+  // A role set at startup is the current user "$user" names until a SET ROLE or RESET ROLE.
+  std::optional<std::string> role;
+  if (!params_.get("role").empty()) role = params_.get("role");
+  if (auto from_options = wire::setting_from_options(params_.get("options"), "role")) role = *from_options;
+  decoder_.emplace(ctx_.classifier, std::move(initial), std::move(role));
   // Whether this session's shape changes get afters is fixed at its start (a SIGHUP turning
   // capture.after off still stops their capture: Session::capture_afters reads the policy).
   decoder_->transactions().enable(cfg_->after_capture && cfg_->snapshots_enabled && ctx_.capture != nullptr);

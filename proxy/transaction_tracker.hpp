@@ -31,7 +31,9 @@ struct HeldTable {
 // A shape change the server completed (parser::ShapeChange), with what the after needs of it.
 struct CompletedChange {
   parser::ShapeChange change;
-  std::vector<std::string> search_path;          // the session's path when it ran ("$user" kept)
+  // The session's path when it ran: "$user" kept while it named the login user, written out as
+  // the role a SET ROLE or SET SESSION AUTHORIZATION made current.
+  std::vector<std::string> search_path;
   std::shared_ptr<const parser::Facts> facts;   // its text's facts: normalised text, fingerprint
   uint32_t oid = 0;          // an ALTER the hold snapshotted: the table, followed by OID
   std::string before_id;     // the before it completes, when the hold (or the DROP's) wrote it

@@ -236,7 +236,7 @@ std::string command_complete(std::string_view tag) {
   return m;
 }
 
-std::optional<std::string> search_path_from_options(std::string_view options) {
+std::optional<std::string> setting_from_options(std::string_view options, std::string_view setting_name) {
   // The server splits options on unescaped whitespace; "\ " keeps a space.
   std::vector<std::string> args;
   std::string cur;
@@ -267,7 +267,7 @@ std::optional<std::string> search_path_from_options(std::string_view options) {
     std::string name(setting.substr(0, eq));
     for (auto& ch : name) if (ch == '-') ch = '_';
     for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (name == "search_path") found = std::string(setting.substr(eq + 1));
+    if (name == setting_name) found = std::string(setting.substr(eq + 1));
   }
   return found;
 }

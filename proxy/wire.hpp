@@ -88,7 +88,8 @@ std::string e_literal(std::string_view text);
 // A CommandComplete message with this tag.
 std::string command_complete(std::string_view tag);
 
-// Options "-c search_path=a,b" or "--search_path=a" from the startup packet's options parameter.
-std::optional<std::string> search_path_from_options(std::string_view options);
+// The value of a setting (lower case, "search_path") given in the startup packet's options
+// parameter as "-c search_path=a,b" or "--search_path=a"; the last one counts, as on the server.
+std::optional<std::string> setting_from_options(std::string_view options, std::string_view setting_name);
 
 }  // namespace predrop::proxy::wire

@@ -11,10 +11,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* p = reinterpret_cast<const char*>(data);
   if (auto sp = parse_startup(p, size)) {
     (void)sp->get("user");
-    (void)search_path_from_options(sp->get("options"));
+    (void)setting_from_options(sp->get("options"), "search_path");
   }
   (void)parse_error_fields(p, size);
-  (void)search_path_from_options(std::string_view(p, size));
+  (void)setting_from_options(std::string_view(p, size), "role");
   // strip_scram_plus works in place on a whole AuthenticationSASL message: give it one.
   std::string msg(9, '\0');
   msg[0] = 'R';

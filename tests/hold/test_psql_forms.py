@@ -2,7 +2,8 @@
 """Every destructive statement form through psql: held, snapshotted before it ran, in the ledger.
 
 Multi-statement strings, quoted and Unicode names, schema-qualified names, search_path set earlier
-in the session and in the startup packet (options=-c search_path=...), DROP SCHEMA ... CASCADE,
+in the session and in the startup packet (options=-c search_path=...), "$user" after SET ROLE, SET
+SESSION AUTHORIZATION and a startup role, DROP SCHEMA ... CASCADE,
 DROP OWNED BY, ALTER TABLE (DROP COLUMN / ALTER COLUMN TYPE / RENAME COLUMN / RENAME TO), TRUNCATE,
 DROP MATERIALIZED VIEW / VIEW / FOREIGN TABLE; ROLLBACK -> not_dropped, COMMIT -> dropped; a
 table created in the client's still-open transaction -> table_missing and the drop goes on.
@@ -38,6 +39,19 @@ CREATE VIEW public.v AS SELECT a FROM public.mv_base;
 CREATE FOREIGN DATA WRAPPER hold_dummy_fdw_ROLETAG;
 CREATE SERVER hold_dummy_srv_ROLETAG FOREIGN DATA WRAPPER hold_dummy_fdw_ROLETAG;
 CREATE FOREIGN TABLE public.ft (a int, b text) SERVER hold_dummy_srv_ROLETAG;
+-- "$user" names the role SET ROLE, SET SESSION AUTHORIZATION or a startup role made current
+CREATE ROLE hold_forms_as_ROLETAG;
+CREATE SCHEMA hold_forms_as_ROLETAG AUTHORIZATION hold_forms_as_ROLETAG;
+CREATE TABLE hold_forms_as_ROLETAG.as_t1 (r1 int, r2 int); CREATE TABLE public.as_t1 (pub int);
+CREATE TABLE hold_forms_as_ROLETAG.as_t2 (r1 int, r2 int); CREATE TABLE public.as_t2 (pub int);
+CREATE TABLE hold_forms_as_ROLETAG.as_t3 (r1 int, r2 int); CREATE TABLE public.as_t3 (pub int);
+CREATE TABLE hold_forms_as_ROLETAG.as_t4 (r1 int, r2 int); CREATE TABLE public.as_t4 (pub int);
+CREATE TABLE hold_forms_as_ROLETAG.as_t5 (r1 int, r2 int); CREATE TABLE public.as_t5 (pub int);
+ALTER TABLE hold_forms_as_ROLETAG.as_t1 OWNER TO hold_forms_as_ROLETAG;
+ALTER TABLE hold_forms_as_ROLETAG.as_t3 OWNER TO hold_forms_as_ROLETAG;
+ALTER TABLE hold_forms_as_ROLETAG.as_t4 OWNER TO hold_forms_as_ROLETAG;
+-- the ground truth's event trigger runs as the role that drops
+GRANT USAGE ON SCHEMA truth TO hold_forms_as_ROLETAG; GRANT INSERT ON truth.drops TO hold_forms_as_ROLETAG;
 CREATE TABLE public.rb_t (a int);
 CREATE TABLE public.commit_t (a int);
 CREATE TABLE public.ext_keep (a int);
@@ -101,6 +115,33 @@ def test(h):
     expect.append(("s3", "opt_t", os3, "written", "dropped"))
     wrong = h.snapshots("table_oid = %s", (opub3,))
     h.check(not wrong, "no snapshot of public.opt_t", [(s["schema_name"], s["table_name"]) for s in wrong])
+
+    # 5b. "$user" after SET ROLE, SET LOCAL ROLE, SET SESSION AUTHORIZATION and a startup role: the
+    # table the server drops is the current role's, not the login user's (here public's)
+    as_role = "hold_forms_as_" + tag
+
+    def dropped_as(label, table, in_role_schema, *commands, conninfo=None):
+        mine, pub = o("%s.%s" % (as_role, table)), o("public." + table)
+        r = h.psql(*commands, conninfo=conninfo) if conninfo else h.psql(*commands)
+        h.check(r.rc == 0, "psql: " + label, r)
+        gone, kept = ((as_role, mine), ("public", pub)) if in_role_schema else (("public", pub), (as_role, mine))
+        h.check(not h.exists("%s.%s" % (gone[0], table)) and h.exists("%s.%s" % (kept[0], table)),
+                "%s: the server dropped %s.%s and kept %s.%s" % (label, gone[0], table, kept[0], table))
+        expect.append((gone[0], table, gone[1], "written", "dropped"))
+        wrong = h.snapshots("table_oid = %s", (kept[1],))
+        h.check(not wrong, "%s: no snapshot of %s.%s (the table the server did not drop)" % (label, kept[0], table),
+                [(x["schema_name"], x["table_name"]) for x in wrong])
+
+    dropped_as("SET ROLE, then (next Query) DROP TABLE as_t1", "as_t1", True,
+               "SET ROLE " + as_role, "DROP TABLE as_t1")
+    dropped_as("SET LOCAL ROLE in a committed transaction, then DROP TABLE as_t2", "as_t2", False,
+               "BEGIN; SET LOCAL ROLE %s; COMMIT;" % as_role, "DROP TABLE as_t2")
+    dropped_as("SET SESSION AUTHORIZATION, then DROP TABLE as_t3", "as_t3", True,
+               "SET SESSION AUTHORIZATION " + as_role, "DROP TABLE as_t3")
+    dropped_as("options='-c role=...': DROP TABLE as_t4", "as_t4", True, "DROP TABLE as_t4",
+               conninfo=h.proxy_conninfo(options="'-c role=%s'" % as_role))
+    dropped_as("SET ROLE then RESET ROLE in one Query, then DROP TABLE as_t5", "as_t5", False,
+               "SET ROLE %s; RESET ROLE" % as_role, "DROP TABLE as_t5")
 
     # 6. DROP SCHEMA ... CASCADE: every table in it 
     oc = {n: o("s4." + n) for n in ("c1", "c2", "c3")}
@@ -197,6 +238,8 @@ def test(h):
            if e["outcome"] not in ("written", "table_missing")]
     h.check(not bad, "no ledger row with a failure outcome", bad)
     h.exec("DROP ROLE IF EXISTS %s" % role)
+    h.exec("DROP SCHEMA %s CASCADE; REVOKE ALL ON SCHEMA truth FROM %s; REVOKE ALL ON truth.drops FROM %s; "
+           "DROP ROLE %s" % (as_role, as_role, as_role, as_role))
 
 
 if __name__ == "__main__":

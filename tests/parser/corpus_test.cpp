@@ -182,6 +182,7 @@ TEST_P(CorpusTest, Facts) {
       EXPECT_EQ(shape.statements[i].unresolved_risk, facts.statements[i].unresolved_risk) << i;
       EXPECT_EQ(shape.statements[i].unparsed, facts.statements[i].unparsed) << i;
       EXPECT_EQ(shape.statements[i].search_path.has_value(), facts.statements[i].search_path.has_value()) << i;
+      EXPECT_EQ(shape.statements[i].role.has_value(), facts.statements[i].role.has_value()) << i;
     }
     EXPECT_EQ(shape.normalized, facts.normalized);
   }

@@ -65,13 +65,16 @@ inline std::vector<std::string> render_facts(const Facts& f) {
     for (const ShapeChange& c : s.changes)
       lines.push_back(n + "change " + (c.kind == ShapeChange::Kind::create ? "create " : "alter ") +
                       render_relation(c.relation));
-    if (s.search_path) {
+    auto setting = [&](const char* name, const SettingChange& c) {
       static const char* scopes[] = {"session", "local", "reset"};
-      std::string line = n + "search_path " + scopes[static_cast<int>(s.search_path->scope)];
-      if (s.search_path->to_default) line += " default";
-      for (const auto& schema : s.search_path->schemas) line += " " + quote_if_needed(schema);
+      std::string line = n + name + " " + scopes[static_cast<int>(c.scope)];
+      if (c.to_default) line += " default";
+      for (const auto& value : c.values) line += " " + quote_if_needed(value);
       lines.push_back(line);
-    }
+    };
+    if (s.search_path) setting("search_path", *s.search_path);
+    if (s.role) setting("role", *s.role);
+    if (s.session_authorization) setting("session_authorization", *s.session_authorization);
     if (s.txn != TxnControl::none) {
       static const char* kinds[] = {"none", "begin", "commit", "rollback", "savepoint",
                                     "release", "rollback_to", "prepare", "commit_prepared",

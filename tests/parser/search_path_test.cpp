@@ -41,9 +41,9 @@ TEST(SplitSearchPath, LongNamesAreTruncatedOnACharacterBoundary) {
   EXPECT_EQ(got[0].size(), 62u);
 }
 
-SearchPathChange set(V schemas) { return {SearchPathChange::Scope::session, std::move(schemas), false}; }
-SearchPathChange set_local(V schemas) { return {SearchPathChange::Scope::local, std::move(schemas), false}; }
-SearchPathChange reset() { return {SearchPathChange::Scope::reset, {}, true}; }
+SettingChange set(V schemas) { return {SettingChange::Scope::session, std::move(schemas), false}; }
+SettingChange set_local(V schemas) { return {SettingChange::Scope::local, std::move(schemas), false}; }
+SettingChange reset() { return {SettingChange::Scope::reset, {}, true}; }
 
 TEST(SearchPathTracker, StartsAtInitialAndSubstitutesUser) {
   SearchPathTracker t;
@@ -119,7 +119,7 @@ TEST(SearchPathTracker, ResetInBlockIsTransactional) {
 TEST(SearchPathTracker, SetLocalToDefaultUsesInitialValue) {
   SearchPathTracker t({"init"});
   t.apply(set({"a"}), false);
-  t.apply(SearchPathChange{SearchPathChange::Scope::local, {}, true}, true);
+  t.apply(SettingChange{SettingChange::Scope::local, {}, true}, true);
   EXPECT_EQ(t.current(), V{"init"});
   t.end_transaction(true);
   EXPECT_EQ(t.current(), V{"a"});
@@ -166,6 +166,69 @@ TEST(SearchPathTracker, NestedSavepointsWithRepeatedNames) {
   t.release_savepoint("s");
   t.rollback_to_savepoint("s");  // the outer one
   EXPECT_EQ(t.current(), (V{"$user", "public"}));
+}
+
+// "$user" names the current user: GetUserId() on the server, which SET ROLE and SET SESSION
+// AUTHORIZATION move with the same GUC rules as search_path.
+SettingChange role(std::string name, SettingChange::Scope scope = SettingChange::Scope::session) {
+  return {scope, {std::move(name)}, false};
+}
+
+TEST(SearchPathTracker, SetRoleMovesUserAndResetRoleBringsBackTheLoginUser) {
+  SearchPathTracker t;
+  t.apply_role(role("owner"), false);
+  EXPECT_EQ(t.effective("alice"), (V{"owner", "public"}));
+  EXPECT_EQ(t.current(), (V{"$user", "public"})) << "the path itself did not change";
+  EXPECT_EQ(t.current_for_role(), (V{"owner", "public"}));
+  t.apply_role(role("none"), false);
+  EXPECT_EQ(t.effective("alice"), (V{"alice", "public"}));
+  EXPECT_EQ(t.current_for_role(), (V{"$user", "public"}));
+  t.apply_role(role("owner"), false);
+  t.apply_role(reset(), false);
+  EXPECT_EQ(t.effective("alice"), (V{"alice", "public"}));
+}
+
+TEST(SearchPathTracker, SetRoleFollowsTransactionsAndSavepoints) {
+  SearchPathTracker t;
+  t.apply_role(role("a"), true);
+  t.end_transaction(false);
+  EXPECT_EQ(t.effective("u"), (V{"u", "public"})) << "ROLLBACK undid SET ROLE";
+  t.apply_role(role("a", SettingChange::Scope::local), true);
+  EXPECT_EQ(t.effective("u"), (V{"a", "public"}));
+  t.end_transaction(true);
+  EXPECT_EQ(t.effective("u"), (V{"u", "public"})) << "SET LOCAL ROLE ended with its transaction";
+  t.apply_role(role("a"), true);
+  t.savepoint("s");
+  t.apply_role(role("b"), true);
+  t.apply(set({"x", "$user"}), true);
+  EXPECT_EQ(t.effective("u"), (V{"x", "b"}));
+  t.rollback_to_savepoint("s");
+  EXPECT_EQ(t.effective("u"), (V{"a", "public"})) << "ROLLBACK TO undid both the role and the path";
+  t.end_transaction(true);
+  EXPECT_EQ(t.effective("u"), (V{"a", "public"}));
+}
+
+TEST(SearchPathTracker, SessionAuthorizationIsTheUserWhenNoRoleIsSet) {
+  SearchPathTracker t;
+  t.apply_session_authorization(role("carol"), false);
+  t.apply_role(role("none"), false);
+  EXPECT_EQ(t.effective("alice"), (V{"carol", "public"}));
+  t.apply_role(role("r"), false);
+  EXPECT_EQ(t.effective("alice"), (V{"r", "public"}));
+  t.apply_role(role("none"), false);
+  EXPECT_EQ(t.effective("alice"), (V{"carol", "public"})) << "SET ROLE NONE: back to the session user";
+  t.apply_session_authorization(reset(), false);
+  EXPECT_EQ(t.effective("alice"), (V{"alice", "public"}));
+}
+
+TEST(SearchPathTracker, AStartupRoleIsTheUserUntilReset) {
+  SearchPathTracker t({"$user", "public"}, "app_owner");
+  EXPECT_EQ(t.effective("alice"), (V{"app_owner", "public"}));
+  t.apply_role(role("none"), false);
+  EXPECT_EQ(t.effective("alice"), (V{"alice", "public"}));
+  t.apply_role(reset(), false);
+  EXPECT_EQ(t.effective("alice"), (V{"app_owner", "public"})) << "RESET ROLE goes back to the startup's role";
+  EXPECT_EQ(SearchPathTracker({"$user"}, "none").effective("alice"), V{"alice"});
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace {
 
 using predrop::parser::Classifier;
 using predrop::parser::SearchPathTracker;
+using predrop::parser::SettingChange;
 using predrop::proxy::HeldTable;
 using predrop::proxy::TransactionTracker;
 
@@ -155,6 +156,18 @@ TEST_F(TrackerFixture, AnUnqualifiedRecreateFindsTheUsersSchemaOnThePath) {
   t.set_user("ingest");
   run("CREATE TABLE t (x int)");
   EXPECT_EQ(commit_one_before(), "ingest-id");
+}
+
+// After SET ROLE, "$user" is that role's schema, not the login user's: a recreate finds the DROP
+// made there.
+TEST_F(TrackerFixture, AnUnqualifiedRecreateAfterSetRoleFindsTheRolesSchema) {
+  t.set_user("login");
+  std::vector<HeldTable> held{{"owner", "t", 4242, "owner-id"}};
+  run("DROP TABLE owner.t", &held);
+  t.ended(true);
+  path.apply_role(SettingChange{SettingChange::Scope::session, {"owner"}, false}, false);
+  run("CREATE TABLE t (x int)");
+  EXPECT_EQ(commit_one_before(), "owner-id");
 }
 
 // ROLLBACK TO undoes a CREATE that recreated this transaction's DROP: the next CREATE recreates it.
