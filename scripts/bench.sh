@@ -27,9 +27,10 @@ ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d /tmp/predrop-bench.XXXXXX)
 chmod 0755 "$work"
 export BENCH_WORK=$work
-PGB_PID="" PREDROP_PID=""
+PGB_PID="" PREDROP_PID="" PREDROP_ALT_PID=""
 cleanup() {
   [ -n "$PREDROP_PID" ] && "$root/tests/support/stop-predrop.sh" "$PREDROP_PID" >/dev/null 2>&1 || true
+  [ -n "$PREDROP_ALT_PID" ] && "$root/tests/support/stop-predrop.sh" "$PREDROP_ALT_PID" >/dev/null 2>&1 || true
   [ -n "$PGB_PID" ] && "$root/tests/bench/pgbouncer.sh" stop "$PGB_PID" || true
   "$root/scripts/pg-cluster.sh" stop "$work/pg" || true
   if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "bench: work dir kept: $work"; else rm -rf "$work"; fi
@@ -58,6 +59,18 @@ eval "$("$root/tests/bench/pgbouncer.sh" start "$work" "$PGPORT")"
 # shellcheck disable=SC2086
 eval "$("$root/tests/support/start-predrop.sh" "$work" ${BENCH_PREDROP_ARGS:-})"
 export PGB_PORT PGB_PID PREDROP_PORT PREDROP_PID
+# BENCH_PREDROP_ALT="PREDROP_THREADS=1": a second predrop, the same binary with these environment
+# settings (the PREDROP_* overrides of the config keys), joins the pgbench runs as a fourth target
+# ("predrop_alt"), so that two configurations are compared in one run, interleaved, rather than in
+# runs the host's drift separates.
+if [ -n "${BENCH_PREDROP_ALT:-}" ]; then
+  # shellcheck disable=SC2086
+  alt=$(env $BENCH_PREDROP_ALT "$root/tests/support/start-predrop.sh" "$work/alt" ${BENCH_PREDROP_ARGS:-})
+  PREDROP_ALT_PORT=$(sed -n 's/^PREDROP_PORT=//p' <<<"$alt")
+  PREDROP_ALT_PID=$(sed -n 's/^PREDROP_PID=//p' <<<"$alt")
+  export PREDROP_ALT_PORT PREDROP_ALT_PID
+  echo "bench: predrop_alt :$PREDROP_ALT_PORT (pid $PREDROP_ALT_PID) with $BENCH_PREDROP_ALT"
+fi
 echo "bench: direct 127.0.0.1:$PGPORT, pgbouncer :$PGB_PORT (pid $PGB_PID), predrop :$PREDROP_PORT (pid $PREDROP_PID)"
 echo "bench: $(nproc) cores, ${BENCH_SECONDS:-15} s per pgbench run, $("$PREDROP_BIN" --version 2>/dev/null || echo predrop), $(pgbouncer --version | head -n 1)"
 echo "bench: sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a); sessions: pgbench $(ps -o sid= -p $$ | tr -d ' '), PostgreSQL $(ps -o sid= -p "$(head -n 1 "$work/pg/data/postmaster.pid")" | tr -d ' '), pgbouncer $(ps -o sid= -p "$PGB_PID" | tr -d ' '), predrop $(ps -o sid= -p "$PREDROP_PID" | tr -d ' ')"

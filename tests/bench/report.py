@@ -6,7 +6,8 @@ Lines of results.tsv (tab-separated):
            [<proxy syscalls/tx or ->  <proxy context switches/tx or ->]
   copy     <test: out|in>                  <target>  <seconds>  <bytes>  <proxy CPU ms or ->  <server backend CPU ms or ->
   rss      <target>  <clients>  <VmRSS kB>  <RssAnon kB>
-Targets: direct, pgbouncer, predrop. Several lines for the same cell/target are repetitions (median).
+Targets: direct, pgbouncer, predrop, and in pgbench lines optionally predrop_alt (a second predrop
+configuration, scripts/bench.sh BENCH_PREDROP_ALT). Several lines for the same cell/target are repetitions (median).
 """
 import collections
 import math
@@ -114,6 +115,24 @@ def main():
                              per("predrop", 5, "{:.2f}"), per("pgbouncer", 5, "{:.2f}")])
             table(["cell", "predrop CPU us", "pgb CPU us", "predrop syscalls", "pgb syscalls",
                    "predrop ctx switches", "pgb ctx switches"], rows)
+
+    alt_cells = [cell for cell in order if pg[cell]["predrop_alt"]]
+    if alt_cells:
+        print("predrop_alt: the same binary with BENCH_PREDROP_ALT, a fourth target of the same runs;\n"
+              "ratios are medians of paired runs, with their intervals\n")
+        rows = []
+        for cell in alt_cells:
+            alt, pd, pgb = pg[cell]["predrop_alt"], pg[cell]["predrop"], pg[cell]["pgbouncer"]
+            vs_pgb = [ratio(a[0], b[0]) for a, b in zip(alt, pgb)]
+            vs_pd = [ratio(a[0], b[0]) for a, b in zip(alt, pd)]
+            pd_pgb = [ratio(a[0], b[0]) for a, b in zip(pd, pgb)]
+            per = lambda runs, i, spec: fmt(med([x[i] for x in runs]), spec)
+            rows.append([cell, per(alt, 0, "{:.0f}"), per(pd, 0, "{:.0f}"), per(pgb, 0, "{:.0f}"),
+                         fmt(med(vs_pgb), "{:.2f}"), fmt_ci(vs_pgb), fmt(med(pd_pgb), "{:.2f}"), fmt_ci(pd_pgb),
+                         fmt(med(vs_pd), "{:.2f}"), fmt_ci(vs_pd),
+                         per(alt, 3, "{:.1f}"), per(pd, 3, "{:.1f}"), per(alt, 5, "{:.2f}"), per(pd, 5, "{:.2f}")])
+        table(["cell", "alt tps", "predrop tps", "pgb tps", "alt/pgb", "interval", "pd/pgb", "interval",
+               "alt/pd", "interval", "alt CPU us/tx", "pd CPU us/tx", "alt ctx sw/tx", "pd ctx sw/tx"], rows)
 
     if copy:
         print("COPY (median wall seconds around psql; MB = 10^6 bytes)\n")

@@ -16,7 +16,8 @@
 # PREDROP_PID, BENCH_WORK, PREDROP_BIN; tunables BENCH_SECONDS (15), BENCH_CELL_WARMUP (10 + clients/2), BENCH_CLIENTS ("1 16 64"),
 # BENCH_MODES ("simple prepared"), BENCH_REPS (7), BENCH_SCALE (10), BENCH_WARMUP (5),
 # BENCH_COPY_MB (150), BENCH_COPY_REPS (15), BENCH_IDLE_STEPS ("0,250,500,1000"), BENCH_SKIP (words of
-# pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run).
+# pgbench copy rss to leave out), BENCH_PREDROP_ARGS (extra predrop serve args for the RSS run);
+# PREDROP_ALT_PORT PREDROP_ALT_PID: a second predrop for the pgbench runs (BENCH_PREDROP_ALT).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 support=$(cd "$here/../support" && pwd)
@@ -41,6 +42,13 @@ unset PGPASSWORD PGOPTIONS
 
 declare -A PORT=([direct]=$PGPORT [pgbouncer]=$PGB_PORT [predrop]=$PREDROP_PORT)
 declare -A PID=([direct]="" [pgbouncer]=$PGB_PID [predrop]=$PREDROP_PID)
+# A second predrop configuration (scripts/bench.sh, BENCH_PREDROP_ALT) joins the pgbench runs.
+PGBENCH_TARGETS=(direct pgbouncer predrop)
+if [ -n "${PREDROP_ALT_PORT:-}" ]; then
+  PORT[predrop_alt]=$PREDROP_ALT_PORT
+  PID[predrop_alt]=$PREDROP_ALT_PID
+  PGBENCH_TARGETS+=(predrop_alt)
+fi
 direct_sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -qAt -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -c "$1"; }
 cpu_ticks() { [ -n "$1" ] && awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo ""; }
 now() { date +%s.%N; }
@@ -59,12 +67,15 @@ fi
 # perf_per_tx FILE EVENT N: EVENT's count in perf stat's CSV FILE, divided by N ("-" if absent).
 perf_per_tx() { awk -F, -v e="$2" -v n="$3" '$3 == e && $1 ~ /^[0-9]+$/ && n > 0 { printf "%.2f", $1 / n; found = 1 }
   END { if (!found) print "-" }' "$1" 2>/dev/null || echo -; }
-# Rotate the order of the three targets from one measurement to the next (the host drifts).
+# Rotate the order of the targets from one measurement to the next (the host drifts).
 rot=0
 targets_rotated() {
-  local t=(direct pgbouncer predrop)
-  rot=$(( (rot + 1) % 3 ))
-  echo "${t[$rot]} ${t[$(( (rot + 1) % 3 ))]} ${t[$(( (rot + 2) % 3 ))]}"
+  local t=("$@")
+  [ ${#t[@]} -gt 0 ] || t=(direct pgbouncer predrop)
+  local n=${#t[@]} k out=""
+  rot=$(( (rot + 1) % n ))
+  for k in $(seq 0 $(( n - 1 ))); do out+="${t[$(( (rot + k) % n ))]} "; done
+  echo "$out"
 }
 
 # ---- 1. pgbench -S ------------------------------------------------------------------------------
@@ -81,7 +92,7 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
       CELL_WARMUP=${BENCH_CELL_WARMUP:-$(( 10 + c / 2 ))}
       for mode in $MODES; do
         cell="-S c=$c $mode"
-        for target in $(targets_rotated); do
+        for target in $(targets_rotated "${PGBENCH_TARGETS[@]}"); do
           out=$BENCH_WORK/pgbench.$c.$mode.$target.$rep.log
           pid=${PID[$target]}
           # Only the steady state counts: pgbench's per-second progress after CELL_WARMUP seconds,
