@@ -212,15 +212,22 @@ class SearchPathTracker {
   std::vector<std::string> current_for_role() const;
 
  private:
+  // What the open transaction did to a setting: all a savepoint keeps (usually nothing, so a
+  // SAVEPOINT copies no vector).
+  struct InTransaction {
+    std::optional<std::vector<std::string>> txn;  // session-level SET inside the open transaction
+    std::optional<std::vector<std::string>> local;
+  };
   // One setting through the GUC stack of guc.c.
   struct Setting {
-    std::vector<std::string> session;            // committed session value
-    std::optional<std::vector<std::string>> txn; // session-level SET inside the open transaction
-    std::optional<std::vector<std::string>> local;
+    std::vector<std::string> session;  // committed session value
+    InTransaction open;
     std::vector<std::string> initial;
     void apply(const SettingChange& change, bool in_transaction_block);
     void end_transaction(bool committed);
-    const std::vector<std::string>& current() const { return local ? *local : txn ? *txn : session; }
+    const std::vector<std::string>& current() const {
+      return open.local ? *open.local : open.txn ? *open.txn : session;
+    }
   };
   // The role "$user" names when not the login user's; nullopt: the login user.
   std::optional<std::string> role_in_force() const;
@@ -228,7 +235,7 @@ class SearchPathTracker {
   Setting path_, role_, session_authorization_;
   struct Savepoint {
     std::string name;
-    Setting path, role, session_authorization;
+    InTransaction path, role, session_authorization;
   };
   std::vector<Savepoint> savepoints_;
 };

@@ -72,23 +72,21 @@ void SearchPathTracker::Setting::apply(const SettingChange& change, bool in_tran
   const bool to_default = change.to_default || change.scope == SettingChange::Scope::reset;
   std::vector<std::string> value = to_default ? initial : change.values;
   if (change.scope == SettingChange::Scope::local) {
-    if (in_transaction_block) local = std::move(value);
+    if (in_transaction_block) open.local = std::move(value);
     return;  // outside a block the server warns and the setting dies with the implicit transaction
   }
   if (in_transaction_block) {
-    txn = std::move(value);
-    local.reset();
+    open.txn = std::move(value);
+    open.local.reset();
   } else {
     session = std::move(value);
-    txn.reset();
-    local.reset();
+    open = {};
   }
 }
 
 void SearchPathTracker::Setting::end_transaction(bool committed) {
-  if (committed && txn) session = std::move(*txn);
-  txn.reset();
-  local.reset();
+  if (committed && open.txn) session = std::move(*open.txn);
+  open = {};
 }
 
 void SearchPathTracker::apply(const SettingChange& change, bool in_transaction_block) {
@@ -114,7 +112,7 @@ void SearchPathTracker::end_transaction(bool committed) {
 }
 
 void SearchPathTracker::savepoint(std::string_view name) {
-  savepoints_.push_back(Savepoint{std::string(name), path_, role_, session_authorization_});
+  savepoints_.push_back(Savepoint{std::string(name), path_.open, role_.open, session_authorization_.open});
 }
 
 // Savepoint names may repeat; the server picks the most recent one.
@@ -129,9 +127,9 @@ void SearchPathTracker::rollback_to_savepoint(std::string_view name) {
   auto it = std::find_if(savepoints_.rbegin(), savepoints_.rend(),
                          [&](const Savepoint& s) { return s.name == name; });
   if (it == savepoints_.rend()) return;
-  path_ = it->path;
-  role_ = it->role;
-  session_authorization_ = it->session_authorization;
+  path_.open = it->path;
+  role_.open = it->role;
+  session_authorization_.open = it->session_authorization;
   savepoints_.erase(it.base(), savepoints_.end());  // the savepoint itself survives ROLLBACK TO
 }
 

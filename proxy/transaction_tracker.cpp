@@ -42,12 +42,13 @@ void TransactionTracker::completed(const parser::Statement& st, const std::share
       if (const HeldTable* h = find_held(*held, t.relation)) dropped_.push_back({*h, std::nullopt});
   }
   size_t j = 0;
+  const std::vector<std::string> path_now = st.changes.empty() ? std::vector<std::string>{} : path.current_for_role();
   for (const auto& c : st.changes) {
     if (changes_.size() >= kMaxTransactionChanges) {
       ++changes_dropped_;
       continue;
     }
-    CompletedChange done{c, path.current_for_role(), facts, 0, {}};
+    CompletedChange done{c, path_now, facts, 0, {}};
     if (c.kind == parser::ShapeChange::Kind::alter) {
       const parser::Target* target = j < alters.size() ? alters[j] : nullptr;
       ++j;
@@ -58,7 +59,7 @@ void TransactionTracker::completed(const parser::Statement& st, const std::share
       // savepoint before this CREATE gives the DROP back to the next one.
       done.before_id = d->table.snapshot_id;
       d->consumed_by = changes_.size();
-    } else if (auto r = find_recreated(dropped_before_, c.relation, path.current_for_role(), user_); r != dropped_before_.end()) {
+    } else if (auto r = find_recreated(dropped_before_, c.relation, path_now, user_); r != dropped_before_.end()) {
       // A recreate of what an earlier transaction of this session dropped (a worker's autocommit
       // DROP, then CREATE): named here, the pair does not depend on the order in which the store
       // receives this after and the befores of other cycles (tests/after/test_churn_pairs.py).
