@@ -186,6 +186,11 @@ class SearchPathTracker {
   // the startup's options set (-c role=…), if any.
   explicit SearchPathTracker(std::vector<std::string> initial = {"$user", "public"},
                              std::optional<std::string> initial_role = std::nullopt);
+  SearchPathTracker(const SearchPathTracker& other);
+  SearchPathTracker& operator=(const SearchPathTracker& other);
+  SearchPathTracker(SearchPathTracker&&) noexcept = default;
+  SearchPathTracker& operator=(SearchPathTracker&&) noexcept = default;
+  ~SearchPathTracker();
   // A statement that the server ran successfully (the proxy calls it on CommandComplete order).
   // SET LOCAL outside a transaction block has no lasting effect (the server warns and drops it);
   // a multi-statement simple Query runs as one implicit block, so pass true for it and call
@@ -232,7 +237,15 @@ class SearchPathTracker {
   // The role "$user" names when not the login user's; nullopt: the login user.
   std::optional<std::string> role_in_force() const;
 
-  Setting path_, role_, session_authorization_;
+  // Every session has a tracker and few ever change role, so the role settings live apart, made by
+  // the first SET ROLE or SET SESSION AUTHORIZATION (or a startup role): idle sessions stay small.
+  struct Roles {
+    Setting role, session_authorization;
+  };
+  Roles& roles();
+
+  Setting path_;
+  std::unique_ptr<Roles> roles_;
   struct Savepoint {
     std::string name;
     InTransaction path, role, session_authorization;

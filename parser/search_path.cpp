@@ -62,7 +62,24 @@ std::vector<std::string> split_search_path(std::string_view value) {
 
 SearchPathTracker::SearchPathTracker(std::vector<std::string> initial, std::optional<std::string> initial_role) {
   path_.session = path_.initial = std::move(initial);
-  if (initial_role && *initial_role != "none") role_.session = role_.initial = {std::move(*initial_role)};
+  if (initial_role && *initial_role != "none") roles().role.session = roles().role.initial = {std::move(*initial_role)};
+}
+
+SearchPathTracker::SearchPathTracker(const SearchPathTracker& other)
+    : path_(other.path_),
+      roles_(other.roles_ ? std::make_unique<Roles>(*other.roles_) : nullptr),
+      savepoints_(other.savepoints_) {}
+
+SearchPathTracker& SearchPathTracker::operator=(const SearchPathTracker& other) {
+  if (this != &other) *this = SearchPathTracker(other);
+  return *this;
+}
+
+SearchPathTracker::~SearchPathTracker() = default;
+
+SearchPathTracker::Roles& SearchPathTracker::roles() {
+  if (!roles_) roles_ = std::make_unique<Roles>();
+  return *roles_;
 }
 
 // guc.c semantics in short: a session-level SET (or RESET) inside a transaction block is undone
@@ -95,24 +112,28 @@ void SearchPathTracker::apply(const SettingChange& change, bool in_transaction_b
 }
 
 void SearchPathTracker::apply_role(const SettingChange& change, bool in_transaction_block) {
-  role_.apply(change, in_transaction_block);
+  roles().role.apply(change, in_transaction_block);
   if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
 }
 
 void SearchPathTracker::apply_session_authorization(const SettingChange& change, bool in_transaction_block) {
-  session_authorization_.apply(change, in_transaction_block);
+  roles().session_authorization.apply(change, in_transaction_block);
   if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
 }
 
 void SearchPathTracker::end_transaction(bool committed) {
   path_.end_transaction(committed);
-  role_.end_transaction(committed);
-  session_authorization_.end_transaction(committed);
+  if (roles_) {
+    roles_->role.end_transaction(committed);
+    roles_->session_authorization.end_transaction(committed);
+  }
   savepoints_.clear();
 }
 
 void SearchPathTracker::savepoint(std::string_view name) {
-  savepoints_.push_back(Savepoint{std::string(name), path_.open, role_.open, session_authorization_.open});
+  savepoints_.push_back(Savepoint{std::string(name), path_.open,
+                                  roles_ ? roles_->role.open : InTransaction{},
+                                  roles_ ? roles_->session_authorization.open : InTransaction{}});
 }
 
 // Savepoint names may repeat; the server picks the most recent one.
@@ -128,8 +149,10 @@ void SearchPathTracker::rollback_to_savepoint(std::string_view name) {
                          [&](const Savepoint& s) { return s.name == name; });
   if (it == savepoints_.rend()) return;
   path_.open = it->path;
-  role_.open = it->role;
-  session_authorization_.open = it->session_authorization;
+  if (roles_) {
+    roles_->role.open = it->role;
+    roles_->session_authorization.open = it->session_authorization;
+  }
   savepoints_.erase(it.base(), savepoints_.end());  // the savepoint itself survives ROLLBACK TO
 }
 
@@ -138,8 +161,9 @@ const std::vector<std::string>& SearchPathTracker::current() const { return path
 // GetUserId() on the server: the role SET ROLE made current, else the session user, which SET
 // SESSION AUTHORIZATION sets (a role name "none" is the server's word for no role).
 std::optional<std::string> SearchPathTracker::role_in_force() const {
-  if (const auto& role = role_.current(); !role.empty() && role.front() != "none") return role.front();
-  if (const auto& user = session_authorization_.current(); !user.empty()) return user.front();
+  if (!roles_) return std::nullopt;
+  if (const auto& role = roles_->role.current(); !role.empty() && role.front() != "none") return role.front();
+  if (const auto& user = roles_->session_authorization.current(); !user.empty()) return user.front();
   return std::nullopt;
 }
 
