@@ -438,65 +438,52 @@ class StatementWalker {
     t.action = "SET SCHEMA " + text(s, "newschema");
   }
 
+  // SET / RESET of search_path, role or session_authorization: the three read their kinds alike.
   void variable_set(const json& s) {
     const std::string kind = text(s, "kind");
-    if (kind == "VAR_RESET_ALL") {
-      out_.search_path = SettingChange{SettingChange::Scope::reset, {}, true};
+    if (kind == "VAR_RESET_ALL") {  // role and session_authorization are GUC_NO_RESET_ALL
+      out_.search_path = to_default(false);
       return;
     }
-    if (iequals(text(s, "name"), "role") || iequals(text(s, "name"), "session_authorization")) {
-      role_set(s, iequals(text(s, "name"), "role"));
-      return;
-    }
-    if (!iequals(text(s, "name"), "search_path")) return;
+    const std::string name = text(s, "name");
+    const bool is_path = iequals(name, "search_path"), is_role = iequals(name, "role");
+    if (!is_path && !is_role && !iequals(name, "session_authorization")) return;
     const bool local = flag(s, "is_local");
-    const auto scope = local ? SettingChange::Scope::local : SettingChange::Scope::session;
-    if (kind == "VAR_RESET" || (kind == "VAR_SET_DEFAULT" && !local)) {
-      out_.search_path = SettingChange{SettingChange::Scope::reset, {}, true};
-    } else if (kind == "VAR_SET_DEFAULT") {
-      out_.search_path = SettingChange{scope, {}, true};
+    SettingChange change;
+    if (kind == "VAR_RESET" || kind == "VAR_SET_DEFAULT") {
+      change = to_default(local && kind == "VAR_SET_DEFAULT");
     } else if (kind == "VAR_SET_VALUE") {
-      // Each argument is one schema: the server quotes every element before splitting the
-      // flattened value again, so 'a, b' names a single schema "a, b".
-      SettingChange change{scope, {}, false};
-      for (const json& arg : items_of(s, "args")) {
+      // search_path: each argument is one schema (the server quotes every element before
+      // splitting the flattened value again, so 'a, b' names a single schema "a, b"). role and
+      // session_authorization: one name, NONE included.
+      change.scope = local ? SettingChange::Scope::local : SettingChange::Scope::session;
+      const json& args = items_of(s, "args");
+      if (!is_path && args.size() != 1) {
+        out_.unresolved_risk = true;
+        return;
+      }
+      for (const json& arg : args) {
         Literal lit = literal_of(arg);
-        if (lit.kind != Literal::Kind::string && lit.kind != Literal::Kind::number) {
-          out_.unresolved_risk = true;
+        if (lit.kind != Literal::Kind::string && !(is_path && lit.kind == Literal::Kind::number)) {
+          out_.unresolved_risk = true;  // where unqualified names resolve from here on is unknown
           return;
         }
         change.values.push_back(truncate_identifier(std::move(lit.value)));
       }
-      out_.search_path = std::move(change);
-    }
-    // VAR_SET_CURRENT (FROM CURRENT) keeps the value; VAR_SET_MULTI is SET TRANSACTION etc.
-  }
-
-  // SET ROLE x / NONE / DEFAULT, RESET ROLE; SET SESSION AUTHORIZATION x / DEFAULT and RESET SESSION
-  // AUTHORIZATION, which also end a SET ROLE (the server's SetSessionUserId()).
-  void role_set(const json& s, bool is_role) {
-    const std::string kind = text(s, "kind");
-    const bool local = flag(s, "is_local");
-    const auto scope = local ? SettingChange::Scope::local : SettingChange::Scope::session;
-    SettingChange change;
-    if (kind == "VAR_RESET" || (kind == "VAR_SET_DEFAULT" && !local)) {
-      change = SettingChange{SettingChange::Scope::reset, {}, true};
-    } else if (kind == "VAR_SET_DEFAULT") {
-      change = SettingChange{scope, {}, true};
-    } else if (kind == "VAR_SET_VALUE") {
-      const json& args = items_of(s, "args");
-      const Literal lit = args.size() == 1 ? literal_of(args[0]) : Literal{};
-      if (lit.kind != Literal::Kind::string) {
-        out_.unresolved_risk = true;  // whom "$user" names from here on is unknown
-        return;
-      }
-      change = SettingChange{scope, {truncate_identifier(lit.value)}, false};
     } else {
-      return;  // FROM CURRENT keeps the value
+      return;  // VAR_SET_CURRENT (FROM CURRENT) keeps the value; VAR_SET_MULTI is SET TRANSACTION etc.
     }
-    set_role_or_user(is_role, std::move(change));
+    if (is_path) out_.search_path = std::move(change);
+    else set_role_or_user(is_role, std::move(change));
   }
 
+  // Back to the session default: RESET, SET … TO DEFAULT, set_config(…, NULL, …). Only SET LOCAL …
+  // TO DEFAULT (or set_config(…, NULL, true)) lasts just to the transaction's end.
+  static SettingChange to_default(bool local) {
+    return SettingChange{local ? SettingChange::Scope::local : SettingChange::Scope::reset, {}, true};
+  }
+
+  // SET SESSION AUTHORIZATION and its RESET also end a SET ROLE (the server's SetSessionUserId()).
   void set_role_or_user(bool is_role, SettingChange change) {
     if (is_role) {
       out_.role = std::move(change);
@@ -510,8 +497,8 @@ class StatementWalker {
   void discard(const json& s) {
     if (text(s, "target") != "DISCARD_ALL") return;
     // SET SESSION AUTHORIZATION DEFAULT, then RESET ALL (guc.c's DiscardAll).
-    out_.search_path = SettingChange{SettingChange::Scope::reset, {}, true};
-    set_role_or_user(false, SettingChange{SettingChange::Scope::reset, {}, true});
+    out_.search_path = to_default(false);
+    set_role_or_user(false, to_default(false));
   }
 
   void transaction(const json& s) {
@@ -622,14 +609,13 @@ class StatementWalker {
     if (is_role || is_user) {
       if (seen_role_config_) out_.unresolved_risk = true;  // the order of calls in one statement is the planner's
       seen_role_config_ = true;
-      if (value.kind == Literal::Kind::null)
-        set_role_or_user(is_role, SettingChange{*local ? scope : SettingChange::Scope::reset, {}, true});
-      else
-        set_role_or_user(is_role, SettingChange{scope, {truncate_identifier(value.value)}, false});
+      set_role_or_user(is_role, value.kind == Literal::Kind::null
+                                    ? to_default(*local)
+                                    : SettingChange{scope, {truncate_identifier(value.value)}, false});
       return;
     }
     if (value.kind == Literal::Kind::null) {  // a NULL value resets to the default
-      record(SettingChange{*local ? scope : SettingChange::Scope::reset, {}, true});
+      record(to_default(*local));
       return;
     }
     auto schemas = parse_search_path(value.value);

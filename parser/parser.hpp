@@ -234,6 +234,7 @@ class SearchPathTracker {
       return open.local ? *open.local : open.txn ? *open.txn : session;
     }
   };
+  void apply_to(Setting& setting, const SettingChange& change, bool in_transaction_block);
   // The role "$user" names when not the login user's; nullopt: the login user.
   std::optional<std::string> role_in_force() const;
 

@@ -55,6 +55,11 @@ inline bool is_ident_byte(unsigned char c) {
          c == '$' || c >= 0x80;
 }
 
+// The len bytes at p[i] are not part of a longer identifier (the lexer ends a keyword there).
+inline bool whole_word(const unsigned char* p, size_t i, size_t n, size_t len) {
+  return (i == 0 || !is_ident_byte(p[i - 1])) && (i + len == n || !is_ident_byte(p[i + len]));
+}
+
 // pattern is lower case; letters compare case-insensitively, other bytes exactly.
 template <size_t N>
 inline bool matches_at(const unsigned char* p, size_t remaining, const char (&pattern)[N]) {
@@ -109,9 +114,7 @@ bool scan(std::string_view sql) {
     switch (*at | 0x20) {
       case 'd':
         if (matches_at(at, rest, "drop") || matches_at(at, rest, "discard")) return true;
-        if (matches_at(at, rest, "do") && (i == 0 || !is_ident_byte(p[i - 1])) &&
-            (rest == 2 || !is_ident_byte(at[2])))
-          return true;
+        if (matches_at(at, rest, "do") && whole_word(p, i, n, 2)) return true;
         break;
       case 'a':
         if (matches_at(at, rest, "alter") || matches_at(at, rest, "authorization")) return true;
@@ -141,9 +144,7 @@ bool scan(std::string_view sql) {
         break;
       case 'r':
         if (matches_at(at, rest, "reset")) return true;
-        if (matches_at(at, rest, "role") && (i == 0 || !is_ident_byte(p[i - 1])) &&
-            (rest == 4 || !is_ident_byte(at[4])))
-          return true;
+        if (matches_at(at, rest, "role") && whole_word(p, i, n, 4)) return true;
         if constexpr (kShape)
           if (matches_at(at, rest, "refresh") || matches_at(at, rest, "rollback") ||
               matches_at(at, rest, "release"))

@@ -106,19 +106,21 @@ void SearchPathTracker::Setting::end_transaction(bool committed) {
   open = {};
 }
 
-void SearchPathTracker::apply(const SettingChange& change, bool in_transaction_block) {
-  path_.apply(change, in_transaction_block);
+void SearchPathTracker::apply_to(Setting& setting, const SettingChange& change, bool in_transaction_block) {
+  setting.apply(change, in_transaction_block);
   if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
+}
+
+void SearchPathTracker::apply(const SettingChange& change, bool in_transaction_block) {
+  apply_to(path_, change, in_transaction_block);
 }
 
 void SearchPathTracker::apply_role(const SettingChange& change, bool in_transaction_block) {
-  roles().role.apply(change, in_transaction_block);
-  if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
+  apply_to(roles().role, change, in_transaction_block);
 }
 
 void SearchPathTracker::apply_session_authorization(const SettingChange& change, bool in_transaction_block) {
-  roles().session_authorization.apply(change, in_transaction_block);
-  if (!in_transaction_block && change.scope != SettingChange::Scope::local) savepoints_.clear();
+  apply_to(roles().session_authorization, change, in_transaction_block);
 }
 
 void SearchPathTracker::end_transaction(bool committed) {

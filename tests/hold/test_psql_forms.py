@@ -47,9 +47,11 @@ CREATE TABLE hold_forms_as_ROLETAG.as_t2 (r1 int, r2 int); CREATE TABLE public.a
 CREATE TABLE hold_forms_as_ROLETAG.as_t3 (r1 int, r2 int); CREATE TABLE public.as_t3 (pub int);
 CREATE TABLE hold_forms_as_ROLETAG.as_t4 (r1 int, r2 int); CREATE TABLE public.as_t4 (pub int);
 CREATE TABLE hold_forms_as_ROLETAG.as_t5 (r1 int, r2 int); CREATE TABLE public.as_t5 (pub int);
+CREATE TABLE hold_forms_as_ROLETAG.as_t6 (r1 int, r2 int); CREATE TABLE public.as_t6 (pub int);
 ALTER TABLE hold_forms_as_ROLETAG.as_t1 OWNER TO hold_forms_as_ROLETAG;
 ALTER TABLE hold_forms_as_ROLETAG.as_t3 OWNER TO hold_forms_as_ROLETAG;
 ALTER TABLE hold_forms_as_ROLETAG.as_t4 OWNER TO hold_forms_as_ROLETAG;
+ALTER TABLE hold_forms_as_ROLETAG.as_t6 OWNER TO hold_forms_as_ROLETAG;
 -- the ground truth's event trigger runs as the role that drops
 GRANT USAGE ON SCHEMA truth TO hold_forms_as_ROLETAG; GRANT INSERT ON truth.drops TO hold_forms_as_ROLETAG;
 CREATE TABLE public.rb_t (a int);
@@ -120,9 +122,9 @@ def test(h):
     # table the server drops is the current role's, not the login user's (here public's)
     as_role = "hold_forms_as_" + tag
 
-    def dropped_as(label, table, in_role_schema, *commands, conninfo=None):
+    def dropped_as(label, table, in_role_schema, *commands, conninfo=None, stdin=None, extra=()):
         mine, pub = o("%s.%s" % (as_role, table)), o("public." + table)
-        r = h.psql(*commands, conninfo=conninfo) if conninfo else h.psql(*commands)
+        r = h.psql(*commands, conninfo=conninfo, stdin=stdin, extra=extra)
         h.check(r.rc == 0, "psql: " + label, r)
         gone, kept = ((as_role, mine), ("public", pub)) if in_role_schema else (("public", pub), (as_role, mine))
         h.check(not h.exists("%s.%s" % (gone[0], table)) and h.exists("%s.%s" % (kept[0], table)),
@@ -142,6 +144,10 @@ def test(h):
                conninfo=h.proxy_conninfo(options="'-c role=%s'" % as_role))
     dropped_as("SET ROLE then RESET ROLE in one Query, then DROP TABLE as_t5", "as_t5", False,
                "SET ROLE %s; RESET ROLE" % as_role, "DROP TABLE as_t5")
+    # the server rejects SET ROLE to a role that does not exist: "$user" stays the login user
+    dropped_as("SET ROLE (granted), SET ROLE to no such role (an error), then DROP TABLE as_t6", "as_t6", True,
+               stdin="SET ROLE %s;\nSET ROLE hold_forms_no_such_role_%s;\nDROP TABLE as_t6;\n" % (as_role, tag),
+               extra=("-v", "ON_ERROR_STOP=0"))
 
     # 6. DROP SCHEMA ... CASCADE: every table in it 
     oc = {n: o("s4." + n) for n in ("c1", "c2", "c3")}
