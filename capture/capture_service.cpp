@@ -254,7 +254,59 @@ struct CaptureService::Impl {
     });
   }
 
+  // What the proxy hands over off the client's path (afters, outcome checks, ledger rows, hold
+  // times) waits in the inbox instead of a post each: on a virtual machine a wake-up of this thread
+  // costs more than the work it brings (issue 21: a recreate cycle posted three, each a wake-up and
+  // a context switch on both sides). The inbox is emptied, in the order things came, by the next
+  // hold as it starts (so a CREATE's after is queued before the DROP's hold looks for it), and
+  // otherwise by a sweep every background_batch while anything comes: one wake-up a window, not one
+  // a statement.
+  std::mutex inbox_mutex;
+  std::vector<std::function<void()>> inbox;  // guarded by inbox_mutex
+  bool sweeping = false;                     // guarded by inbox_mutex: a sweep is armed or on its way
+  asio::steady_timer sweep_timer{io};
+
+  // From any thread.
+  void defer(std::function<void()> fn) {
+    bool kick = false;
+    {
+      std::lock_guard lock(inbox_mutex);
+      inbox.push_back(std::move(fn));
+      kick = !std::exchange(sweeping, true);
+    }
+    if (kick) asio::post(io, [this] { arm_sweep(); });
+  }
+
+  void arm_sweep() {
+    sweep_timer.expires_after(cfg.background_batch);
+    sweep_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) sweep();
+    });
+  }
+
+  // The sweep goes on while each window brought something, and stops after a quiet one.
+  void sweep() {
+    bool again = false;
+    {
+      std::lock_guard lock(inbox_mutex);
+      again = !inbox.empty();
+      sweeping = again;
+    }
+    take_inbox();
+    if (again) arm_sweep();
+  }
+
+  void take_inbox() {
+    std::vector<std::function<void()>> items;
+    {
+      std::lock_guard lock(inbox_mutex);
+      items.swap(inbox);
+    }
+    for (auto& fn : items) fn();
+  }
+
   void shutdown() {
+    sweep_timer.cancel();
     outcome_timer.cancel();
     drain_timer.cancel();
     afters.shutdown();
@@ -285,19 +337,19 @@ void CaptureService::snapshot(SnapshotRequest request, std::function<void(Snapsh
                                               done = std::move(done)](SnapshotResult r) {
     impl->afters.absorb(database, session, r);
     done(std::move(r));
-  });
+  }, [impl = impl_.get()] { impl->take_inbox(); });
 }
 
 void CaptureService::capture_after(SnapshotRequest request) {
   if (impl_->stopped) return;
-  asio::post(impl_->io, [impl = impl_.get(), request = std::move(request)]() mutable {
+  impl_->defer([impl = impl_.get(), request = std::move(request)]() mutable {
     impl->afters.submit(std::move(request));
   });
 }
 
 void CaptureService::record_event(EventRecord event) {
   if (impl_->stopped) return;
-  asio::post(impl_->io, [impl = impl_.get(), event = std::move(event)] {
+  impl_->defer([impl = impl_.get(), event = std::move(event)] {
     WriteRow row{"", new_uuid(), event.schema, event.table, std::nullopt, event.outcome, event.error, nullptr, {}, {}};
     impl->ledger.write_events({row}, event.ctx, SnapshotReason::pre_drop, event.hold_ms, 0);
   });
@@ -321,7 +373,7 @@ void CaptureService::reconfigure(const CaptureConfig& next) {
 
 void CaptureService::confirm_outcomes(std::string database, std::vector<PendingOutcome> pending) {
   if (impl_->stopped) return;
-  asio::post(impl_->io, [impl = impl_.get(), database = std::move(database), pending = std::move(pending)]() mutable {
+  impl_->defer([impl = impl_.get(), database = std::move(database), pending = std::move(pending)]() mutable {
     impl->confirm(std::move(database), std::move(pending));
   });
 }
@@ -334,7 +386,7 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
     if (!t.event_id.empty()) event_ids.push_back(t.event_id);
   }
   if (snapshot_ids.empty() && event_ids.empty()) return;
-  asio::post(impl_->io, [impl = impl_.get(), snapshot_ids, event_ids, hold_ms] {
+  impl_->defer([impl = impl_.get(), snapshot_ids, event_ids, hold_ms] {
     impl->ledger.after_insert(event_ids, [impl, snapshot_ids, event_ids, hold_ms] {
       impl->ledger.exec([snapshot_ids, event_ids, hold_ms](const StoreSql& s) {
         // A miss has no snapshot row: leave the snapshot table (perhaps the locked thing) alone.
@@ -386,6 +438,7 @@ bool CaptureService::recent_events(int limit, std::string& json, std::string& er
 void CaptureService::stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;
   asio::post(impl_->io, [impl = impl_.get()] {
+    impl->take_inbox();
     impl->drain_then([impl] {
       impl->shutdown();
       impl->work.reset();

@@ -95,10 +95,14 @@ SnapshotPipeline::SnapshotPipeline(asio::io_context& io, const CaptureConfig& cf
       counters_(counters),
       sql_for_(std::move(sql_for)) {}
 
-void SnapshotPipeline::submit(SnapshotRequest request, std::function<void(SnapshotResult)> done) {
+void SnapshotPipeline::submit(SnapshotRequest request, std::function<void(SnapshotResult)> done,
+                              std::function<void()> first) {
   ++counters_.in_flight;
   auto job = std::make_shared<SnapshotJob>(io_, std::move(request), std::move(done));
-  asio::post(io_, [this, job] { start(job); });
+  asio::post(io_, [this, job, first = std::move(first)] {
+    if (first) first();
+    start(job);
+  });
 }
 
 // ---- connection handling for a job ----

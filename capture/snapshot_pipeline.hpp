@@ -32,8 +32,8 @@ class SnapshotPipeline {
   SnapshotPipeline(boost::asio::io_context& io, const CaptureConfig& cfg, ConnPool& capture_pool, ConnPool& store_pool,
                    LedgerWriter& ledger, StoreHealth& health, CaptureCounters& counters, LedgerWriter::SqlFor sql_for);
 
-  // From any thread: the request starts on the event-loop thread.
-  void submit(SnapshotRequest request, std::function<void(SnapshotResult)> done);
+  // From any thread: the request starts on the event-loop thread, after `first` runs there.
+  void submit(SnapshotRequest request, std::function<void(SnapshotResult)> done, std::function<void()> first = {});
   // Ends every request still running with capture_error.
   void shutdown();
 

@@ -22,7 +22,8 @@ run (before and after a change): each label gets its own instances, and cells ar
 label:mode.
 
 Environment: PGHOST PGPORT PREDROP_BIN (scripts/bench.sh), CHURN_CLIENTS ("1 8 32"),
-CHURN_SECONDS (10), CHURN_REPS (3), CHURN_MODES ("snapshot quarantine empty_q"), CHURN_DURABILITY
+CHURN_SECONDS (10), CHURN_REPS (3), CHURN_MODES ("snapshot quarantine empty_q"; a mode may carry
+settings, "snapshot@capture.background_batch_ms=100"), CHURN_DURABILITY
 ("off on"), CHURN_COLUMNS (4), CHURN_BINS, BENCH_WORK (results in churn-results.tsv).
 """
 import os
@@ -60,6 +61,24 @@ CONFIGS = {
     "quarantine": "rules:\n  - schema: \"*\"\n    action: quarantine\nquarantine:\n  max_tables: 200\n",
     "empty_q": "rules:\n  - schema: \"nothing_dropped_here\"\n    action: quarantine\n  - schema: \"*\"\n    action: snapshot\n",
 }
+
+
+def config_of(mode):
+    """A mode is a CONFIGS name, optionally with settings: "snapshot@capture.background_batch_ms=100"
+    runs the snapshot rule with that key set (dotted keys, one level deep, comma-separated)."""
+    name, _, settings = mode.partition("@")
+    text = CONFIGS[name] or ""
+    sections = {}
+    for kv in filter(None, settings.split(",")):
+        key, value = kv.split("=", 1)
+        section, leaf = key.split(".", 1)
+        sections.setdefault(section, []).append("  %s: %s\n" % (leaf, value))
+    for section, lines in sections.items():
+        if (section + ":\n") in text:
+            text = text.replace(section + ":\n", section + ":\n" + "".join(lines), 1)
+        else:
+            text += section + ":\n" + "".join(lines)
+    return text or None
 
 
 def cpu_ticks(pid):
@@ -105,7 +124,7 @@ def main():
             targets.append(("pgbouncer", int(PGB_PORT), None))
         for label, path in bins():
             for mode in MODES:
-                p = h.start_predrop("--hold-timeout-ms", "60000", config=CONFIGS[mode], env={"PREDROP_BIN": path})
+                p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
         hz = os.sysconf("SC_CLK_TCK")
         for durability in DURABILITY:
