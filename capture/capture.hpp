@@ -55,6 +55,7 @@ struct CaptureConfig {
   std::chrono::milliseconds after_delay{1000};
   // Background store statements (outcome checks and updates, copied afters) gathered for this long
   // go as one statement each: off the client's path, and a churn's are one per window, not per DROP.
+  // The service's inbox (capture_service.cpp) is swept as often when no hold empties it first.
   std::chrono::milliseconds background_batch{20};
   bool analyze_after_create = false;
   std::chrono::seconds stats_horizon{3600};        // 0: an after never waits for statistics

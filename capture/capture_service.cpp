@@ -264,6 +264,9 @@ struct CaptureService::Impl {
   std::mutex inbox_mutex;
   std::vector<std::function<void()>> inbox;  // guarded by inbox_mutex
   bool sweeping = false;                     // guarded by inbox_mutex: a sweep is armed or on its way
+  // What a take runs, swapped with the inbox: the two vectors keep their capacity, so a steady
+  // churn allocates no vector per window.
+  std::vector<std::function<void()>> taken;  // event-loop thread only
   asio::steady_timer sweep_timer{io};
 
   // From any thread.
@@ -296,13 +299,14 @@ struct CaptureService::Impl {
     if (again) arm_sweep();
   }
 
+  // Nothing an item runs takes the inbox again (a hold's take runs in a handler of its own).
   void take_inbox() {
-    std::vector<std::function<void()>> items;
     {
       std::lock_guard lock(inbox_mutex);
-      items.swap(inbox);
+      taken.swap(inbox);
     }
-    for (auto& fn : items) fn();
+    for (auto& fn : taken) fn();
+    taken.clear();
   }
 
   void shutdown() {
