@@ -144,7 +144,7 @@ def test(h):
                conninfo=h.proxy_conninfo(options="'-c role=%s'" % as_role))
     dropped_as("SET ROLE then RESET ROLE in one Query, then DROP TABLE as_t5", "as_t5", False,
                "SET ROLE %s; RESET ROLE" % as_role, "DROP TABLE as_t5")
-    # the server rejects SET ROLE to a role that does not exist: "$user" stays the login user
+    # the server rejects SET ROLE to a role that does not exist: "$user" stays the role set before it
     dropped_as("SET ROLE (granted), SET ROLE to no such role (an error), then DROP TABLE as_t6", "as_t6", True,
                stdin="SET ROLE %s;\nSET ROLE hold_forms_no_such_role_%s;\nDROP TABLE as_t6;\n" % (as_role, tag),
                extra=("-v", "ON_ERROR_STOP=0"))
