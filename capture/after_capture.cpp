@@ -14,7 +14,8 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 AfterCapture::AfterCapture(asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline,
-                           ConnPool& capture_pool, LedgerWriter& ledger, CaptureCounters& counters)
+                           ConnPool& capture_pool, LedgerWriter& ledger, CaptureCounters& counters,
+                           std::function<void()> want_window)
     : cfg_(cfg),
       pipeline_(pipeline),
       capture_pool_(capture_pool),
@@ -22,7 +23,7 @@ AfterCapture::AfterCapture(asio::io_context& io, const CaptureConfig& cfg, Snaps
       counters_(counters),
       delay_timer_(io),
       poll_timer_(io),
-      copy_timer_(io) {}
+      want_window_(std::move(want_window)) {}
 
 void AfterCapture::submit(SnapshotRequest request) {
   if (stopped_) return;
@@ -97,19 +98,17 @@ void AfterCapture::absorb(const std::string& database, uint64_t session, const S
         if (befores[i].empty() && before_is_after_of(r, r.targets[i], session, t)) befores[i] = t.snapshot_id;
     }
   }
-  arm_copies();
+  want_copies();
   publish();
 }
 
-void AfterCapture::arm_copies() {
-  if (copies_.empty() || copy_armed_) return;
-  copy_armed_ = true;
-  copy_timer_.expires_after(cfg_.background_batch);
-  copy_timer_.async_wait([this](const boost::system::error_code& ec) {
-    copy_armed_ = false;
-    if (!ec) write_copies();
-  });
+// The copies wait for the service's window rather than a timer of their own: one wake-up a window
+// for everything the capture thread does off the client's path (issue 21).
+void AfterCapture::want_copies() {
+  if (!copies_.empty()) want_window_();
 }
+
+void AfterCapture::end_window() { write_copies(); }
 
 // Every copy gathered within one window is one statement (kCopyAfterSql), prepared once per store
 // connection as the write is: at churn rates a statement per absorbed after was the store's
@@ -195,7 +194,7 @@ void AfterCapture::done(const SnapshotRequest& req, const SnapshotResult& result
     }
   }
   if (cfg_.analyze_after_create && !created.empty()) analyze(req.ctx.database, created);
-  arm_copies();
+  want_copies();
   arm_poll();
 }
 
@@ -305,10 +304,7 @@ void AfterCapture::publish() {
   counters_.stats_waiting = waiting_.size();
 }
 
-void AfterCapture::flush_copies() {
-  copy_timer_.cancel();
-  write_copies(true);
-}
+void AfterCapture::flush_copies() { write_copies(true); }
 
 void AfterCapture::shutdown() {
   flush_copies();

@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <string>
@@ -26,8 +27,10 @@ namespace predrop::capture {
 
 class AfterCapture {
  public:
+  // want_window: the service's window (capture_service.cpp, sweep) is to end once more, and call
+  // end_window then; called on the event-loop thread whenever a copy waits.
   AfterCapture(boost::asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline, ConnPool& capture_pool,
-               LedgerWriter& ledger, CaptureCounters& counters);
+               LedgerWriter& ledger, CaptureCounters& counters, std::function<void()> want_window);
   void submit(SnapshotRequest request);
   // A hold's snapshot was written: an after still waiting for the same table (by OID, or by name:
   // see absorb's rule) would read the very shape that before holds, or, if the hold's statement
@@ -36,6 +39,9 @@ class AfterCapture {
   // dated before it, or becomes its copy if it finds the table gone. `database` and `session` are
   // the hold's; the rule of what matches is before_is_after_of (after_capture.cpp).
   void absorb(const std::string& database, uint64_t session, const SnapshotResult& result);
+  // The window ended: the copies gathered in it go as one statement (unless one is still out:
+  // then they go when it is answered).
+  void end_window();
   // Writes the copies gathered so far now rather than at the end of their window (stopping).
   void flush_copies();
   void shutdown();
@@ -50,7 +56,7 @@ class AfterCapture {
   };
   void pump();
   void done(const SnapshotRequest& req, const SnapshotResult& result);
-  void arm_copies();
+  void want_copies();
   void analyze(const std::string& database, const std::vector<TableResult>& tables);
   void arm_poll();
   void poll();
@@ -80,8 +86,7 @@ class AfterCapture {
   bool stopped_ = false;
   // Afters absorbed in this window, written together (write_copies).
   std::vector<AfterCopy> copies_;
-  boost::asio::steady_timer copy_timer_;
-  bool copy_armed_ = false;
+  std::function<void()> want_window_;
   bool copy_in_flight_ = false;   // a copy statement not yet answered (write_copies)
 };
 

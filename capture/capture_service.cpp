@@ -62,7 +62,7 @@ struct CaptureService::Impl {
         ledger(io, store_pool, cfg, health, counters, stopped, [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
         pipeline(io, cfg, capture_pool, store_pool, ledger, health, counters,
                  [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
-        afters(io, cfg, pipeline, capture_pool, ledger, counters) {
+        afters(io, cfg, pipeline, capture_pool, ledger, counters, [this] { want_window(); }) {
     thread = std::thread([this] { io.run(); });
   }
 
@@ -109,33 +109,25 @@ struct CaptureService::Impl {
   }
 
   // After the client's transaction ended: which captured OIDs still exist, and where, onto their
-  // rows. The checks of one window (cfg.background_batch) go as one catalog read and one store
-  // update per database, one check in flight per database: a churn's outcomes cost a statement
-  // per window, not per DROP.
+  // rows. The checks gathered in one window (the sweep's, below) go as one catalog read and one
+  // store update per database, one check in flight per database: a churn's outcomes cost a
+  // statement per window, not per DROP.
   struct OutcomeBatch {
     std::vector<PendingOutcome> waiting;
     bool checking = false;
   };
   std::map<std::string, OutcomeBatch> outcome_batches;
-  asio::steady_timer outcome_timer{io};
-  bool outcome_armed = false;
 
   void confirm(std::string database, std::vector<PendingOutcome> pending) {
     if (pending.empty()) return;
     auto& batch = outcome_batches[database];
     for (auto& p : pending) batch.waiting.push_back(std::move(p));
-    arm_outcomes();
+    outcomes_due();
   }
 
-  void arm_outcomes() {
+  void outcomes_due() {
     if (draining) return start_outcome_checks();
-    if (outcome_armed) return;
-    outcome_armed = true;
-    outcome_timer.expires_after(cfg.background_batch);
-    outcome_timer.async_wait([this](const boost::system::error_code& ec) {
-      outcome_armed = false;
-      if (!ec) start_outcome_checks();
-    });
+    want_window();
   }
 
   void start_outcome_checks() {
@@ -157,7 +149,7 @@ struct CaptureService::Impl {
     auto it = outcome_batches.find(database);
     if (it == outcome_batches.end()) return;
     it->second.checking = false;
-    if (!it->second.waiting.empty()) arm_outcomes();
+    if (!it->second.waiting.empty()) outcomes_due();
   }
 
   // Stopping: what waits for its window goes now, and the service shuts down once the outcome
@@ -171,7 +163,6 @@ struct CaptureService::Impl {
   void drain_then(std::function<void()> then) {
     draining = true;
     drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    outcome_timer.cancel();
     start_outcome_checks();
     afters.flush_copies();
     wait_drained(std::move(then));
@@ -259,11 +250,15 @@ struct CaptureService::Impl {
   // costs more than the work it brings (issue 21: a recreate cycle posted three, each a wake-up and
   // a context switch on both sides). The inbox is emptied, in the order things came, by the next
   // hold as it starts (so a CREATE's after is queued before the DROP's hold looks for it), and
-  // otherwise by a sweep every background_batch while anything comes: one wake-up a window, not one
-  // a statement.
+  // otherwise by the sweep that ends each window of background_batch.
+  //
+  // The window is the only timer of the work off the client's path: at its end the sweep takes the
+  // inbox, then starts the outcome checks gathered and writes the copied afters (AfterCapture::
+  // end_window). So a check taken by the sweep goes in the same wake-up, and one taken by a hold
+  // waits one window at most, as a copy does.
   std::mutex inbox_mutex;
   std::vector<std::function<void()>> inbox;  // guarded by inbox_mutex
-  bool sweeping = false;                     // guarded by inbox_mutex: a sweep is armed or on its way
+  bool sweeping = false;                     // guarded by inbox_mutex: a window is armed or on its way
   // What a take runs, swapped with the inbox: the two vectors keep their capacity, so a steady
   // churn allocates no vector per window.
   std::vector<std::function<void()>> taken;  // event-loop thread only
@@ -280,6 +275,15 @@ struct CaptureService::Impl {
     if (kick) asio::post(io, [this] { arm_sweep(); });
   }
 
+  // On the event-loop thread: something waits for the window's end (an outcome check, a copy).
+  void want_window() {
+    {
+      std::lock_guard lock(inbox_mutex);
+      if (std::exchange(sweeping, true)) return;
+    }
+    arm_sweep();
+  }
+
   void arm_sweep() {
     sweep_timer.expires_after(cfg.background_batch);
     sweep_timer.async_wait([this](const boost::system::error_code& ec) {
@@ -287,15 +291,25 @@ struct CaptureService::Impl {
     });
   }
 
-  // The sweep goes on while each window brought something, and stops after a quiet one.
+  // The windows go on while each brought something to the inbox, and stop after a quiet one (a
+  // steady churn then posts no wake-up to arm them). What the take or a later answer leaves waiting
+  // asks for a window of its own (want_window).
   void sweep() {
+    bool took = false;
+    {
+      std::lock_guard lock(inbox_mutex);
+      took = !inbox.empty();
+      sweeping = false;
+    }
+    take_inbox();
+    start_outcome_checks();
+    afters.end_window();
     bool again = false;
     {
       std::lock_guard lock(inbox_mutex);
-      again = !inbox.empty();
-      sweeping = again;
+      again = (took || !inbox.empty()) && !sweeping;
+      if (again) sweeping = true;
     }
-    take_inbox();
     if (again) arm_sweep();
   }
 
@@ -311,7 +325,6 @@ struct CaptureService::Impl {
 
   void shutdown() {
     sweep_timer.cancel();
-    outcome_timer.cancel();
     drain_timer.cancel();
     afters.shutdown();
     pipeline.shutdown();
