@@ -53,9 +53,9 @@ struct CaptureConfig {
   // An after waits this long for a hold of its table to absorb it: a table recreated and dropped
   // within it (ingestion churn) has its shape read once, by the DROP's before.
   std::chrono::milliseconds after_delay{1000};
-  // Background store statements (outcome checks and updates, copied afters) gathered for this long
-  // go as one statement each: off the client's path, and a churn's are one per window, not per DROP.
-  // The service's inbox (capture_service.cpp) is swept as often when no hold empties it first.
+  // The window of the work off the client's path: at its end the service's sweep
+  // (capture_service.cpp) empties the inbox, unless a hold did first, and the outcome checks and
+  // copied afters gathered in it go as one statement each: a churn's are one per window, not per DROP.
   std::chrono::milliseconds background_batch{20};
   bool analyze_after_create = false;
   std::chrono::seconds stats_horizon{3600};        // 0: an after never waits for statistics
