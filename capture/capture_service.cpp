@@ -292,35 +292,33 @@ struct CaptureService::Impl {
   }
 
   // The windows go on while each brought something to the inbox, and stop after a quiet one (a
-  // steady churn then posts no wake-up to arm them). What the take or a later answer leaves waiting
-  // asks for a window of its own (want_window).
+  // steady churn then posts no wake-up to arm them). `sweeping` stays set until the window's work is
+  // done, so a hand-over racing it posts nothing. What a later answer leaves waiting (an outcome
+  // check behind one in flight) asks for a window of its own (want_window).
   void sweep() {
-    bool took = false;
-    {
-      std::lock_guard lock(inbox_mutex);
-      took = !inbox.empty();
-      sweeping = false;
-    }
-    take_inbox();
+    const bool took = take_inbox() > 0;
     start_outcome_checks();
     afters.end_window();
     bool again = false;
     {
       std::lock_guard lock(inbox_mutex);
-      again = (took || !inbox.empty()) && !sweeping;
-      if (again) sweeping = true;
+      again = took || !inbox.empty();
+      sweeping = again;
     }
     if (again) arm_sweep();
   }
 
   // Nothing an item runs takes the inbox again (a hold's take runs in a handler of its own).
-  void take_inbox() {
+  // Returns how many items it ran.
+  size_t take_inbox() {
     {
       std::lock_guard lock(inbox_mutex);
       taken.swap(inbox);
     }
     for (auto& fn : taken) fn();
+    const size_t ran = taken.size();
     taken.clear();
+    return ran;
   }
 
   void shutdown() {
