@@ -122,11 +122,6 @@ struct CaptureService::Impl {
     if (pending.empty()) return;
     auto& batch = outcome_batches[database];
     for (auto& p : pending) batch.waiting.push_back(std::move(p));
-    outcomes_due();
-  }
-
-  void outcomes_due() {
-    if (draining) return start_outcome_checks();
     want_window();
   }
 
@@ -149,7 +144,7 @@ struct CaptureService::Impl {
     auto it = outcome_batches.find(database);
     if (it == outcome_batches.end()) return;
     it->second.checking = false;
-    if (!it->second.waiting.empty()) outcomes_due();
+    if (!it->second.waiting.empty()) want_window();
   }
 
   // Stopping: what waits for its window goes now, and the service shuts down once the outcome
@@ -258,11 +253,11 @@ struct CaptureService::Impl {
   // waits one window at most, as a copy does.
   std::mutex inbox_mutex;
   std::vector<std::function<void()>> inbox;  // guarded by inbox_mutex
-  bool sweeping = false;                     // guarded by inbox_mutex: a window is armed or on its way
+  bool window_armed = false;                 // guarded by inbox_mutex: armed, or its arming posted
   // What a take runs, swapped with the inbox: the two vectors keep their capacity, so a steady
   // churn allocates no vector per window.
   std::vector<std::function<void()>> taken;  // event-loop thread only
-  asio::steady_timer sweep_timer{io};
+  asio::steady_timer window_timer{io};
 
   // From any thread.
   void defer(std::function<void()> fn) {
@@ -270,31 +265,37 @@ struct CaptureService::Impl {
     {
       std::lock_guard lock(inbox_mutex);
       inbox.push_back(std::move(fn));
-      kick = !std::exchange(sweeping, true);
+      kick = !std::exchange(window_armed, true);
     }
-    if (kick) asio::post(io, [this] { arm_sweep(); });
+    if (kick) asio::post(io, [this] { arm_window(); });
   }
 
   // On the event-loop thread: something waits for the window's end (an outcome check, a copy).
+  // Stopping, nothing waits for a window: it goes at once.
   void want_window() {
+    if (draining) {
+      start_outcome_checks();
+      afters.end_window();
+      return;
+    }
     {
       std::lock_guard lock(inbox_mutex);
-      if (std::exchange(sweeping, true)) return;
+      if (std::exchange(window_armed, true)) return;
     }
-    arm_sweep();
+    arm_window();
   }
 
-  void arm_sweep() {
-    sweep_timer.expires_after(cfg.background_batch);
-    sweep_timer.async_wait([this](const boost::system::error_code& ec) {
+  void arm_window() {
+    window_timer.expires_after(cfg.background_batch);
+    window_timer.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) sweep();
     });
   }
 
   // The windows go on while each brought something to the inbox, and stop after a quiet one (a
-  // steady churn then posts no wake-up to arm them). `sweeping` stays set until the window's work is
-  // done, so a hand-over racing it posts nothing. What a later answer leaves waiting (an outcome
-  // check behind one in flight) asks for a window of its own (want_window).
+  // steady churn then posts no wake-up to arm them). `window_armed` stays set until the window's
+  // work is done, so a hand-over racing it posts nothing. What a later answer leaves waiting (an
+  // outcome check behind one in flight) asks for a window of its own (want_window).
   void sweep() {
     const bool took = take_inbox() > 0;
     start_outcome_checks();
@@ -303,9 +304,9 @@ struct CaptureService::Impl {
     {
       std::lock_guard lock(inbox_mutex);
       again = took || !inbox.empty();
-      sweeping = again;
+      window_armed = again;
     }
-    if (again) arm_sweep();
+    if (again) arm_window();
   }
 
   // Nothing an item runs takes the inbox again (a hold's take runs in a handler of its own).
@@ -322,7 +323,7 @@ struct CaptureService::Impl {
   }
 
   void shutdown() {
-    sweep_timer.cancel();
+    window_timer.cancel();
     drain_timer.cancel();
     afters.shutdown();
     pipeline.shutdown();
@@ -401,9 +402,11 @@ void CaptureService::mark_hold(const std::vector<TableResult>& tables, double ho
     if (!t.event_id.empty()) event_ids.push_back(t.event_id);
   }
   if (snapshot_ids.empty() && event_ids.empty()) return;
-  impl_->defer([impl = impl_.get(), snapshot_ids, event_ids, hold_ms] {
-    impl->ledger.after_insert(event_ids, [impl, snapshot_ids, event_ids, hold_ms] {
-      impl->ledger.exec([snapshot_ids, event_ids, hold_ms](const StoreSql& s) {
+  impl_->defer([impl = impl_.get(), snapshot_ids = std::move(snapshot_ids), event_ids = std::move(event_ids), hold_ms] {
+    // after_insert runs this once; the statement's maker is kept for retries, so it holds the ids.
+    impl->ledger.after_insert(event_ids, [impl, snapshot_ids, event_ids, hold_ms]() mutable {
+      impl->ledger.exec([snapshot_ids = std::move(snapshot_ids), event_ids = std::move(event_ids),
+                         hold_ms](const StoreSql& s) {
         // A miss has no snapshot row: leave the snapshot table (perhaps the locked thing) alone.
         const std::string& q = snapshot_ids.empty() ? s.hold_events : s.hold;
         return BatchQuery{snapshot_ids.empty() ? "predrop_hold_events_v1" : "predrop_hold_v1", q,

@@ -23,7 +23,7 @@ label:mode.
 
 Environment: PGHOST PGPORT PREDROP_BIN (scripts/bench.sh), CHURN_CLIENTS ("1 8 32"),
 CHURN_SECONDS (10), CHURN_REPS (3), CHURN_MODES ("snapshot quarantine empty_q"; a mode may carry
-settings, "snapshot@capture.background_batch_ms=100"), CHURN_DURABILITY
+settings, "snapshot@capture.after=false"), CHURN_DURABILITY
 ("off on"), CHURN_COLUMNS (4), CHURN_BINS, BENCH_WORK (results in churn-results.tsv).
 """
 import os
@@ -64,8 +64,9 @@ CONFIGS = {
 
 
 def config_of(mode):
-    """A mode is a CONFIGS name, optionally with settings: "snapshot@capture.background_batch_ms=100"
-    runs the snapshot rule with that key set (dotted keys, one level deep, comma-separated)."""
+    """A mode is a CONFIGS name, optionally with settings: "snapshot@capture.after=false" runs the
+    snapshot rule with that key set (section.key=value, comma-separated; a key nested deeper, such as
+    snapshots.profile.max_values, is written as one leaf, which predrop refuses at start)."""
     name, _, settings = mode.partition("@")
     text = CONFIGS[name] or ""
     sections = {}
