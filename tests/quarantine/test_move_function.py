@@ -27,12 +27,16 @@ def body(q):
         q.owner(f"CREATE TABLE {t}_1 PARTITION OF {t} FOR VALUES FROM (1) TO (100)")
         q.owner(f"INSERT INTO {t} (v) VALUES ('x')")
 
-    fns = q.su(f"SELECT p.proname, p.prosecdef, pg_get_userbyid(p.proowner) FROM pg_proc p "
+    fns = q.su(f"SELECT p.proname, p.prosecdef, pg_get_userbyid(p.proowner), p.proconfig FROM pg_proc p "
                f"JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = '{FN_SCHEMA}'")
     q.check(len(fns) == 1 and fns[0][0].startswith("move_"), "the prepare installed one move function", fns)
     fn = fns[0][0] if fns else "missing"
     q.check(fns and not fns[0][1], "the function runs as its caller (SECURITY INVOKER)", fns)
     q.check(fns and fns[0][2] == q.role("cap"), "the capture role owns it", fns)
+    # Its catalog queries take a variable each: without generic plans the server plans each of
+    # them again at every call (issue 21).
+    q.check(fns and fns[0][3] == ["plan_cache_mode=force_generic_plan"],
+            "the function keeps generic plans, as its own setting", fns)
     owner = q.role("owner")
     q.check(q.value(f"SELECT has_schema_privilege('{owner}', '{FN_SCHEMA}', 'USAGE') AND "
                     f"NOT has_schema_privilege('{owner}', '{FN_SCHEMA}', 'CREATE') AND "
