@@ -771,31 +771,39 @@ std::string catalog_sql(std::string_view schema) {
 
 namespace {
 
-// The store row of a quarantined table from its comment; `then` is what follows the SELECT.
-std::string record_row_sql(std::string_view store_table, std::string_view state, std::string_view reason,
-                           std::string_view then) {
+// The store rows of quarantined tables from their comments. `rows` is the FROM clause: per row d
+// (the comment), qtable (the quarantine table) and bytes. `then` is what follows the SELECT.
+std::string record_rows_sql(std::string_view store_table, std::string_view rows, std::string_view state,
+                            std::string_view reason, std::string_view then) {
   return "INSERT INTO " + quote_qualified_ident(store_table) +
          " AS q (id, database_name, schema_name, table_name, table_oid, quarantine_schema, quarantine_table, dropped_at,"
          " expires_at, bytes, snapshot_id, event_id, dropped_by, application_name, client_addr, state, state_at,"
          " state_reason, detail)"
-         " SELECT (d->>'id')::uuid, $1, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, $4,"
+         " SELECT (d->>'id')::uuid, $1, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, a.qtable,"
          " (d->>'dropped_at')::timestamptz, (d->>'dropped_at')::timestamptz + $8::bigint * interval '1 second',"
-         " $5::bigint, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, '" + std::string(state) + "', now(), " +
+         " a.bytes, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, '" + std::string(state) + "', now(), " +
          std::string(reason) + ", d"
          // A partition's comment only points at its tree's (the tree is one quarantine, one row).
-         " FROM (SELECT $2::jsonb AS d) a WHERE d ? 'predrop_quarantine' " + std::string(then);
+         " FROM " + std::string(rows) + " WHERE d ? 'predrop_quarantine' " + std::string(then);
 }
+
+constexpr const char* kOneRow = "(SELECT $2::jsonb AS d, $4::text AS qtable, $5::bigint AS bytes) a";
 
 }  // namespace
 
 std::string record_sql(std::string_view store_table) {
-  return record_row_sql(store_table, "held", "NULL", "ON CONFLICT (id) DO NOTHING");
+  return record_rows_sql(store_table, kOneRow, "held", "NULL", "ON CONFLICT (id) DO NOTHING");
+}
+
+std::string record_many_sql(std::string_view store_table) {
+  return record_rows_sql(store_table, "unnest($2::jsonb[], $4::text[], $5::bigint[]) AS a(d, qtable, bytes)", "held",
+                         "NULL", "ON CONFLICT (id) DO NOTHING");
 }
 
 std::string yielded_sql(std::string_view store_table) {
-  return record_row_sql(store_table, "purged", "$11",
-                        "ON CONFLICT (id) DO UPDATE SET state = 'purged', state_at = now(), "
-                        "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
+  return record_rows_sql(store_table, kOneRow, "purged", "$11",
+                         "ON CONFLICT (id) DO UPDATE SET state = 'purged', state_at = now(), "
+                         "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
 }
 
 std::string yield_find_sql() {

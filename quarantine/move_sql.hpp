@@ -85,6 +85,10 @@ std::string catalog_sql(std::string_view schema);
 // jsonb, $3 quarantine_schema, $4 quarantine_table, $5 bytes, $6 snapshot_id (uuid text or NULL),
 // $7 event_id (or NULL), $8 retention seconds, $9 application_name, $10 client_addr.
 std::string record_sql(std::string_view store_table);
+// The same for many tables of one database in one statement: $2 jsonb[] details, $4 text[] quarantine
+// tables, $5 bigint[] bytes, in step; $6, $7, $9 and $10 NULL. A round of the purger writes every
+// held table's row in it (one statement a row cost the server more than the DROPs it followed).
+std::string record_many_sql(std::string_view store_table);
 
 // The same row for a table a yield purged (issue 22): written 'purged' with state_reason $11 ("yielded
 // to DROP ROLE r"), or a held row already there marked so.

@@ -135,6 +135,13 @@ def test(q):
         q.check(rows.get("p_expired", {}).get("reason") == "expired" and rows.get("p_old", {}).get("reason") == "cap"
                 and rows.get("p_locked", {}).get("state") == "held" and rows.get("p_new", {}).get("state") == "held",
                 "the store is reconciled: missing rows inserted, purged ones marked with their reason", rows)
+        # The round writes its rows in one statement: each keeps its own table's fields.
+        written = q.su("SELECT table_name, quarantine_table, bytes, expires_at - dropped_at = interval '1 hour', "
+                       "table_oid = (detail->>'oid')::bigint FROM predrop.quarantine "
+                       "WHERE table_name IN ('p_locked', 'p_new') ORDER BY table_name", db=q.store_db)
+        q.check([(r[0], r[1]) for r in written] == [(n, held[n]["quarantine_table"]) for n in ("p_locked", "p_new")]
+                and all(r[2] and r[2] > 0 and r[3] and r[4] for r in written),
+                "the reconciled rows carry their own quarantine table, size and expiry", written)
         stop.set()
         t.join()
         errors = [w for w in waits if isinstance(w, tuple)]
