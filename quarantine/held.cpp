@@ -471,10 +471,10 @@ void store_record_held(PgSession& store, const std::string& schema, const std::v
 
 void store_mark(PgSession& store, const HeldTable& t, const std::string& schema, const std::string& state,
                 const std::string& reason) {
-  store_record_held(store, schema, {t}, 0);
-  store.exec(std::string("UPDATE ") + kQuarantineStoreTable +
-                 " SET state = $2, state_at = now(), state_reason = $3 WHERE id = $1::uuid AND state = 'held'",
-             Params{t.id(), state, reason});
+  // One statement: the purger marks a row at every purge, a DROP's worth under a churn at the cap.
+  store.exec(mark_sql(kQuarantineStoreTable),
+             Params{t.database, t.detail.dump(), schema, t.quarantine_table, std::to_string(t.bytes), std::nullopt,
+                    std::nullopt, "0", std::nullopt, std::nullopt, state, reason});
 }
 
 int64_t parse_duration_s(const std::string& text) {

@@ -772,7 +772,8 @@ std::string catalog_sql(std::string_view schema) {
 namespace {
 
 // The store rows of quarantined tables from their comments. `rows` is the FROM clause: per row d
-// (the comment), qtable (the quarantine table) and bytes. `then` is what follows the SELECT.
+// (the comment), qtable (the quarantine table) and bytes. `state` and `reason` are SQL expressions;
+// `then` is what follows the SELECT.
 std::string record_rows_sql(std::string_view store_table, std::string_view rows, std::string_view state,
                             std::string_view reason, std::string_view then) {
   return "INSERT INTO " + quote_qualified_ident(store_table) +
@@ -781,7 +782,7 @@ std::string record_rows_sql(std::string_view store_table, std::string_view rows,
          " state_reason, detail)"
          " SELECT (d->>'id')::uuid, $1, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, a.qtable,"
          " (d->>'dropped_at')::timestamptz, (d->>'dropped_at')::timestamptz + $8::bigint * interval '1 second',"
-         " a.bytes, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, '" + std::string(state) + "', now(), " +
+         " a.bytes, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, " + std::string(state) + ", now(), " +
          std::string(reason) + ", d"
          // A partition's comment only points at its tree's (the tree is one quarantine, one row).
          " FROM " + std::string(rows) + " WHERE d ? 'predrop_quarantine' " + std::string(then);
@@ -792,16 +793,22 @@ constexpr const char* kOneRow = "(SELECT $2::jsonb AS d, $4::text AS qtable, $5:
 }  // namespace
 
 std::string record_sql(std::string_view store_table) {
-  return record_rows_sql(store_table, kOneRow, "held", "NULL", "ON CONFLICT (id) DO NOTHING");
+  return record_rows_sql(store_table, kOneRow, "'held'", "NULL", "ON CONFLICT (id) DO NOTHING");
 }
 
 std::string record_many_sql(std::string_view store_table) {
-  return record_rows_sql(store_table, "unnest($2::jsonb[], $4::text[], $5::bigint[]) AS a(d, qtable, bytes)", "held",
+  return record_rows_sql(store_table, "unnest($2::jsonb[], $4::text[], $5::bigint[]) AS a(d, qtable, bytes)", "'held'",
                          "NULL", "ON CONFLICT (id) DO NOTHING");
 }
 
+std::string mark_sql(std::string_view store_table) {
+  return record_rows_sql(store_table, kOneRow, "$11::text", "$12::text",
+                         "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, state_at = now(), "
+                         "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
+}
+
 std::string yielded_sql(std::string_view store_table) {
-  return record_rows_sql(store_table, kOneRow, "purged", "$11",
+  return record_rows_sql(store_table, kOneRow, "'purged'", "$11",
                          "ON CONFLICT (id) DO UPDATE SET state = 'purged', state_at = now(), "
                          "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
 }
