@@ -471,7 +471,8 @@ void store_record_held(PgSession& store, const std::string& schema, const std::v
 
 void store_mark(PgSession& store, const HeldTable& t, const std::string& schema, const std::string& state,
                 const std::string& reason) {
-  // One statement: the purger marks a row at every purge, a DROP's worth under a churn at the cap.
+  // One statement, not an INSERT and then an UPDATE: the purger marks a row at every purge, one a
+  // recreate cycle under a churn at the cap.
   store.exec(mark_sql(kQuarantineStoreTable),
              Params{t.database, t.detail.dump(), schema, t.quarantine_table, std::to_string(t.bytes), std::nullopt,
                     std::nullopt, "0", std::nullopt, std::nullopt, state, reason});

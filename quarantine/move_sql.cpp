@@ -789,6 +789,10 @@ std::string record_rows_sql(std::string_view store_table, std::string_view rows,
 }
 
 constexpr const char* kOneRow = "(SELECT $2::jsonb AS d, $4::text AS qtable, $5::bigint AS bytes) a";
+// A row already there takes the new state only while it is held: a purged or restored one stays.
+constexpr const char* kSetWhereHeld =
+    "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, state_at = now(), state_reason = EXCLUDED.state_reason "
+    "WHERE q.state = 'held'";
 
 }  // namespace
 
@@ -802,15 +806,11 @@ std::string record_many_sql(std::string_view store_table) {
 }
 
 std::string mark_sql(std::string_view store_table) {
-  return record_rows_sql(store_table, kOneRow, "$11::text", "$12::text",
-                         "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, state_at = now(), "
-                         "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
+  return record_rows_sql(store_table, kOneRow, "$11::text", "$12::text", kSetWhereHeld);
 }
 
 std::string yielded_sql(std::string_view store_table) {
-  return record_rows_sql(store_table, kOneRow, "'purged'", "$11",
-                         "ON CONFLICT (id) DO UPDATE SET state = 'purged', state_at = now(), "
-                         "state_reason = EXCLUDED.state_reason WHERE q.state = 'held'");
+  return record_rows_sql(store_table, kOneRow, "'purged'", "$11", kSetWhereHeld);
 }
 
 std::string yield_find_sql() {
