@@ -452,21 +452,20 @@ PurgeOutcome purge_held(PgSession& db, const std::string& schema, const HeldTabl
 }
 
 void store_record_held(PgSession& store, const std::string& schema, const std::vector<HeldTable>& held, int64_t retention_s) {
-  // One statement per database: a purger round writes every held table's row, and under a churn
-  // one statement a row (200 a round at max_tables 200) cost the server more than the DROPs.
-  struct Rows { std::vector<std::optional<std::string>> details, tables, bytes; };
-  std::map<std::string, Rows> by_database;
+  // One statement: a purger round writes every held table's row, and under a churn one statement
+  // a row (200 a round at max_tables 200) cost the server more than the DROPs.
+  if (held.empty()) return;
+  std::vector<std::optional<std::string>> databases, details, tables, bytes;
   for (const auto& h : held) {
-    Rows& r = by_database[h.database];
-    r.details.push_back(h.detail.dump());
-    r.tables.push_back(h.quarantine_table);
-    r.bytes.push_back(std::to_string(h.bytes));
+    databases.push_back(h.database);
+    details.push_back(h.detail.dump());
+    tables.push_back(h.quarantine_table);
+    bytes.push_back(std::to_string(h.bytes));
   }
-  const std::string sql = record_many_sql(kQuarantineStoreTable);
-  for (const auto& [database, r] : by_database)
-    store.exec(sql, Params{database, capture::pg_array_literal(r.details), schema, capture::pg_array_literal(r.tables),
-                           capture::pg_array_literal(r.bytes), std::nullopt, std::nullopt, std::to_string(retention_s),
-                           std::nullopt, std::nullopt});
+  store.exec(record_many_sql(kQuarantineStoreTable),
+             Params{capture::pg_array_literal(databases), capture::pg_array_literal(details), schema,
+                    capture::pg_array_literal(tables), capture::pg_array_literal(bytes), std::nullopt, std::nullopt,
+                    std::to_string(retention_s), std::nullopt, std::nullopt});
 }
 
 void store_mark(PgSession& store, const HeldTable& t, const std::string& schema, const std::string& state,

@@ -771,8 +771,8 @@ std::string catalog_sql(std::string_view schema) {
 
 namespace {
 
-// The store rows of quarantined tables from their comments. `rows` is the FROM clause: per row d
-// (the comment), qtable (the quarantine table) and bytes. `state` and `reason` are SQL expressions;
+// The store rows of quarantined tables from their comments. `rows` is the FROM clause: per row db
+// (the database), d (the comment), qtable (the quarantine table) and bytes. `state` and `reason` are SQL expressions;
 // `then` is what follows the SELECT.
 std::string record_rows_sql(std::string_view store_table, std::string_view rows, std::string_view state,
                             std::string_view reason, std::string_view then) {
@@ -780,7 +780,7 @@ std::string record_rows_sql(std::string_view store_table, std::string_view rows,
          " AS q (id, database_name, schema_name, table_name, table_oid, quarantine_schema, quarantine_table, dropped_at,"
          " expires_at, bytes, snapshot_id, event_id, dropped_by, application_name, client_addr, state, state_at,"
          " state_reason, detail)"
-         " SELECT (d->>'id')::uuid, $1, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, a.qtable,"
+         " SELECT (d->>'id')::uuid, a.db, d->>'schema', d->>'table', (d->>'oid')::bigint, $3, a.qtable,"
          " (d->>'dropped_at')::timestamptz, (d->>'dropped_at')::timestamptz + $8::bigint * interval '1 second',"
          " a.bytes, $6::uuid, $7::uuid, d->>'dropped_by', $9, $10, " + std::string(state) + ", now(), " +
          std::string(reason) + ", d"
@@ -788,7 +788,7 @@ std::string record_rows_sql(std::string_view store_table, std::string_view rows,
          " FROM " + std::string(rows) + " WHERE d ? 'predrop_quarantine' " + std::string(then);
 }
 
-constexpr const char* kOneRow = "(SELECT $2::jsonb AS d, $4::text AS qtable, $5::bigint AS bytes) a";
+constexpr const char* kOneRow = "(SELECT $1::text AS db, $2::jsonb AS d, $4::text AS qtable, $5::bigint AS bytes) a";
 // A row already there takes the new state only while it is held: a purged or restored one stays.
 constexpr const char* kSetWhereHeld =
     "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, state_at = now(), state_reason = EXCLUDED.state_reason "
@@ -801,8 +801,8 @@ std::string record_sql(std::string_view store_table) {
 }
 
 std::string record_many_sql(std::string_view store_table) {
-  return record_rows_sql(store_table, "unnest($2::jsonb[], $4::text[], $5::bigint[]) AS a(d, qtable, bytes)", "'held'",
-                         "NULL", "ON CONFLICT (id) DO NOTHING");
+  return record_rows_sql(store_table, "unnest($1::text[], $2::jsonb[], $4::text[], $5::bigint[]) AS a(db, d, qtable, bytes)",
+                         "'held'", "NULL", "ON CONFLICT (id) DO NOTHING");
 }
 
 std::string mark_sql(std::string_view store_table) {

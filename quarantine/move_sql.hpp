@@ -85,9 +85,9 @@ std::string catalog_sql(std::string_view schema);
 // jsonb, $3 quarantine_schema, $4 quarantine_table, $5 bytes, $6 snapshot_id (uuid text or NULL),
 // $7 event_id (or NULL), $8 retention seconds, $9 application_name, $10 client_addr.
 std::string record_sql(std::string_view store_table);
-// The same for many tables of one database in one statement: $2 jsonb[] details, $4 text[] quarantine
-// tables, $5 bigint[] bytes, in step; $6, $7, $9 and $10 NULL. A round of the purger writes every
-// held table's row in it (one statement a row cost the server more than the DROPs it followed).
+// The same for many tables in one statement: $1 text[] databases, $2 jsonb[] details, $4 text[]
+// quarantine tables, $5 bigint[] bytes, in step; $6, $7, $9 and $10 NULL. A round of the purger
+// writes every held table's row in it (one statement a row cost the server more than the DROPs).
 std::string record_many_sql(std::string_view store_table);
 // A table's row set to state $11 with state_reason $12 (purged, restored) where it is held, written
 // so where it is missing; a row already purged or restored stays as it is. Parameters as
