@@ -224,7 +224,7 @@ struct CaptureService::Impl {
                      quarantine_ids.emplace_back();
                    }
                    if (std::any_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "quarantined"; }))
-                     quarantine::note_table_quarantined();
+                     quarantine::note_table_quarantined(database);
                    // A missed snapshot's ledger row may still be on its way (the store that made it
                    // miss may be locked): the update waits for it.
                    std::vector<std::string> event_ids;

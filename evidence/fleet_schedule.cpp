@@ -18,6 +18,7 @@ struct FleetSchedule::State {
   bool stop = false;
   uint64_t generation = 0;              // bumped by every reload, so a waiting round recomputes its time
   uint64_t kicks = 0, kicks_seen = 0;   // kick() calls since the last round began
+  std::set<std::string> kicked_for;     // their subjects
   std::shared_ptr<const policy::Config> config;
   std::string config_path;
   Overrides overrides;
@@ -43,11 +44,13 @@ struct FleetSchedule::State {
     const uint64_t gen = generation;
     return !cv.wait_until(lock, when, [&] { return stop || (woken_by_news && (generation != gen || kicks != kicks_seen)); });
   }
-  // Whether kick() was called since the last call.
-  bool take_kick() {
+  // Whether kick() was called since the last call; their subjects are added to `subjects`.
+  bool take_kick(std::set<std::string>& subjects) {
     std::lock_guard lock(m);
     bool kicked = kicks != kicks_seen;
     kicks_seen = kicks;
+    subjects.merge(kicked_for);
+    kicked_for.clear();
     return kicked;
   }
 };
@@ -95,35 +98,61 @@ void run_rounds(FleetSchedule& fs, FleetSchedule::State& st) {
   std::shared_ptr<spdlog::logger> log;
   while (!(log = spdlog::get("predrop")))
     if (!st.wait_until(std::chrono::steady_clock::now() + std::chrono::milliseconds(20), false)) return;
-  auto last_round = std::chrono::steady_clock::time_point{};
+  using Steady = std::chrono::steady_clock;
+  auto last_round = Steady::time_point{};
+  bool idle_due = false;   // a round ended and on_idle has not been called since
+  auto last_round_end = Steady::time_point{};
   while (!st.stopping()) {
-    const int interval = st.task.interval_s(*st.current());
+    const auto config = st.current();
+    const int interval = st.task.interval_s(*config);
+    const auto idle_after =
+        st.task.on_idle && st.task.idle_after ? st.task.idle_after(*config) : std::chrono::seconds(0);
+    if (idle_due && idle_after.count() <= 0) idle_due = false;
+    FleetSchedule::Round round;
+    bool came = false, idle_first = false;
     if (interval <= 0) {
-      st.wait_until(std::chrono::steady_clock::now() + std::chrono::hours(1), true);
+      idle_first = idle_due;
+      came = st.wait_until(idle_due ? last_round_end + idle_after : Steady::now() + std::chrono::hours(1), true);
+      if (!(came && idle_first)) {
+        st.take_kick(round.kicked_for);   // no rounds: a kick has nothing to start
+        continue;
+      }
+    } else {
+      const auto period = std::chrono::seconds(interval);
+      round.start = Clock::time_point((Clock::now().time_since_epoch() / period + 1) * period);
+      idle_first = idle_due && last_round_end + idle_after - Steady::now() < round.start - Clock::now();
+      came = idle_first ? st.wait_until(last_round_end + idle_after, true) : st.wait_until(round.start, true);
+    }
+    if (came && idle_first) {
+      idle_due = false;
+      try {
+        st.task.on_idle();
+      } catch (const std::exception& e) {
+        log->warn("{}: closing what its rounds kept failed: {}", st.task.name, e.what());
+      }
       continue;
     }
-    const auto period = std::chrono::seconds(interval);
-    FleetSchedule::Round round;
-    round.start = Clock::time_point((Clock::now().time_since_epoch() / period + 1) * period);
-    if (!st.wait_until(round.start, true)) {
+    if (!came) {
       // Woken early: a stop, a reload (the next multiple is computed again) or a kick.
-      const bool kicked = st.take_kick();
+      const bool kicked = st.take_kick(round.kicked_for);
       if (!kicked || st.stopping() || !st.task.kick_starts_round || !st.task.kick_starts_round(*st.current())) continue;
       const auto earliest = last_round + st.task.kicked_round_spacing;
-      if (std::chrono::steady_clock::now() < earliest && !st.wait_until(earliest, false)) continue;
-      st.take_kick();
+      if (Steady::now() < earliest && !st.wait_until(earliest, false)) continue;
+      st.take_kick(round.kicked_for);
       round.kicked = true;
       round.start = Clock::now();
     } else {
-      st.take_kick();   // this round sees what a kick announced
+      st.take_kick(round.kicked_for);   // this round sees what a kick announced
     }
     round.epoch_s = epoch_seconds(round.start);
-    last_round = std::chrono::steady_clock::now();
+    last_round = Steady::now();
     try {
       st.task.run(fs, *log, st.current(), round);
     } catch (const std::exception& e) {
       log->warn("{} round failed: {}", st.task.name, e.what());
     }
+    last_round_end = Steady::now();
+    idle_due = true;
   }
 }
 
@@ -178,10 +207,11 @@ FleetSchedule::FleetSchedule(std::shared_ptr<const policy::Config> config, std::
 
 FleetSchedule::~FleetSchedule() { stop(); }
 
-void FleetSchedule::kick() {
+void FleetSchedule::kick(const std::string& subject) {
   {
     std::lock_guard lock(state_->m);
     ++state_->kicks;
+    if (!subject.empty()) state_->kicked_for.insert(subject);
   }
   state_->cv.notify_all();
 }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -41,6 +42,9 @@ class FleetSchedule {
     Clock::time_point start;   // the multiple of the interval it is named by; now, for a kicked round
     int64_t epoch_s = 0;       // start in seconds since the epoch (the log names rounds by it)
     bool kicked = false;       // started early by kick()
+    // What the kicks since the last round named (kick's subject): a kicked round may do only
+    // their part, since the scheduled rounds do the whole.
+    std::set<std::string> kicked_for;
   };
 
   struct Task {
@@ -53,6 +57,11 @@ class FleetSchedule {
     // are ignored). Kicked rounds start at most one per kicked_round_spacing.
     std::function<bool(const policy::Config&)> kick_starts_round;
     std::chrono::milliseconds kicked_round_spacing{1000};
+    // What a task keeps between rounds (connections) is let go by on_idle, called on the rounds'
+    // thread once no round has started for idle_after(config) since the last one ended (<= 0:
+    // never). Null: nothing is kept.
+    std::function<std::chrono::seconds(const policy::Config&)> idle_after;
+    std::function<void()> on_idle;
   };
 
   // Starts the schedule's threads.
@@ -61,8 +70,9 @@ class FleetSchedule {
   FleetSchedule(const FleetSchedule&) = delete;
   FleetSchedule& operator=(const FleetSchedule&) = delete;
 
-  // Something happened that a round should see soon (a table quarantined): thread-safe.
-  void kick();
+  // Something happened that a round should see soon (a table quarantined in `subject`, a
+  // database): thread-safe.
+  void kick(const std::string& subject = {});
   // Ends a running round at its next check of stopping(), and joins.
   void stop();
 

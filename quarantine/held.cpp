@@ -406,10 +406,17 @@ std::vector<std::string> connectable_databases(const std::string& capture_connin
   return out;
 }
 
-std::vector<HeldTable> list_held(PgSession& db, const std::string& database, const std::string& schema) {
+std::vector<HeldTable> list_held(PgSession& db, const std::string& database, const std::string& schema,
+                                 const std::map<std::string, int64_t>* measured) {
   std::vector<HeldTable> out;
   if (db.exec("SELECT 1 FROM pg_namespace WHERE nspname = $1", Params{schema}).rows() == 0) return out;
-  auto r = db.exec(catalog_sql(schema));
+  Params params;
+  if (measured) {
+    std::vector<std::optional<std::string>> names;
+    for (const auto& [name, bytes] : *measured) names.push_back(name);
+    params.push_back(capture::pg_array_literal(names));
+  }
+  auto r = db.exec(catalog_sql(schema, measured != nullptr), params);
   for (int i = 0; i < r.rows(); ++i) {
     HeldTable h;
     h.database = database;
@@ -417,7 +424,9 @@ std::vector<HeldTable> list_held(PgSession& db, const std::string& database, con
     h.oid = std::stoll(r.text(i, 1));
     h.detail = json::parse(r.text(i, 2), nullptr, false);
     if (h.detail.is_discarded() || !h.detail.is_object()) continue;
-    h.bytes = r.is_null(i, 3) ? 0 : std::stoll(r.text(i, 3));
+    if (!r.is_null(i, 3)) h.bytes = std::stoll(r.text(i, 3));
+    else if (measured)
+      if (auto it = measured->find(h.quarantine_table); it != measured->end()) h.bytes = it->second;
     h.dropped_at = parse_utc_seconds(str(h.detail, "dropped_at"));
     out.push_back(std::move(h));
   }

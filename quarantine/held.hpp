@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -63,8 +64,10 @@ struct HeldTable {
 // read through the capture conninfo (its own database, else postgres).
 std::vector<std::string> connectable_databases(const std::string& capture_conninfo, const std::string& application_name);
 
-// Oldest drop first. A missing quarantine schema is an empty list.
-std::vector<HeldTable> list_held(evidence::PgSession& db, const std::string& database, const std::string& schema);
+// Oldest drop first. A missing quarantine schema is an empty list. `measured`: bytes by quarantine
+// table, taken for the tables it names instead of measuring them again.
+std::vector<HeldTable> list_held(evidence::PgSession& db, const std::string& database, const std::string& schema,
+                                 const std::map<std::string, int64_t>* measured = nullptr);
 
 enum class PurgeOutcome { dropped, lock_timeout, gone };
 // DROP TABLE of one held table in a transaction of its own under SET LOCAL lock_timeout, so a

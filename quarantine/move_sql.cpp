@@ -695,17 +695,17 @@ bool move_function_usable(const std::string& database) {
 
 namespace {
 std::mutex table_quarantined_mutex;
-std::function<void()> table_quarantined_listener;
+std::function<void(const std::string&)> table_quarantined_listener;
 }  // namespace
 
-void set_table_quarantined_listener(std::function<void()> listener) {
+void set_table_quarantined_listener(std::function<void(const std::string&)> listener) {
   std::lock_guard lock(table_quarantined_mutex);
   table_quarantined_listener = std::move(listener);
 }
 
-void note_table_quarantined() {
+void note_table_quarantined(const std::string& database) {
   std::lock_guard lock(table_quarantined_mutex);
-  if (table_quarantined_listener) table_quarantined_listener();
+  if (table_quarantined_listener) table_quarantined_listener(database);
 }
 
 namespace {
@@ -757,10 +757,13 @@ std::string prepare_sql(std::string_view schema) {
          "END $predrop_p$";
 }
 
-std::string catalog_sql(std::string_view schema) {
-  return "SELECT c.relname::text AS quarantine_table, c.oid::bigint AS oid, d.description::jsonb AS detail, "
-         "coalesce((SELECT sum(pg_total_relation_size(p.relid))::bigint FROM pg_partition_tree(c.oid) p), "
-         "pg_total_relation_size(c.oid)) AS bytes "
+std::string catalog_sql(std::string_view schema, bool measured_given) {
+  const std::string bytes =
+      "coalesce((SELECT sum(pg_total_relation_size(p.relid))::bigint FROM pg_partition_tree(c.oid) p), "
+      "pg_total_relation_size(c.oid))";
+  return "SELECT c.relname::text AS quarantine_table, c.oid::bigint AS oid, d.description::jsonb AS detail, " +
+         (measured_given ? "CASE WHEN c.relname = ANY($1::text[]) THEN NULL ELSE " + bytes + " END" : bytes) +
+         " AS bytes "
          "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
          "JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0 "
          "WHERE n.nspname = " +

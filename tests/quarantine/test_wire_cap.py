@@ -2,7 +2,11 @@
 """quarantine.max_tables is enforced when a new table would pass it, not at the purger's next round
 (issue 16): with purge_interval_s an hour, three tables quarantined one after another through
 predrop leave the newest two, the oldest purged within seconds of the third DROP's commit (the
-outcome check that finds it quarantined wakes the purger inside serve)."""
+outcome check that finds it quarantined wakes the purger inside serve).
+
+Such a kicked round works in the database its kicks named, on sessions it keeps for the next kicked
+round until capture.idle_close_s pass (issue 21): the cluster's other databases see no session of
+the purger, the fourth DROP's purge runs on the third's sessions, and they close once idle."""
 import time
 
 import wirelib
@@ -11,14 +15,37 @@ CONFIG = wirelib.CONFIG + """
 quarantine:
   max_tables: 2
   purge_interval_s: 3600
+capture:
+  idle_close_s: 4
 """
+PURGER = "predrop-quarantine-purger"
+
+
+def sessions_of(w, db):
+    """pg_stat_database.sessions of db, once two readings a second apart agree (a backend's
+    counts reach the statistics as it exits)."""
+    last = None
+    for _ in range(30):
+        n = w.q("SELECT sessions FROM pg_stat_database WHERE datname = %s", (db,))[0][0]
+        if n == last:
+            return n
+        last = n
+        time.sleep(1.0)
+    w.fail("pg_stat_database.sessions of %s never settled" % db)
+
+
+def purger_pids(w):
+    return {r[0] for r in w.q("SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = %s",
+                              (PURGER, w.db))}
 
 
 def test(w):
     # The purge is a real DROP: the ground truth's event trigger records it as whichever role purges.
-    w.setup("CREATE TABLE c1 (a int); CREATE TABLE c2 (a int); CREATE TABLE c3 (a int);"
+    w.setup("CREATE TABLE c1 (a int); CREATE TABLE c2 (a int); CREATE TABLE c3 (a int); CREATE TABLE c4 (a int);"
             "GRANT USAGE ON SCHEMA truth TO PUBLIC; GRANT INSERT ON truth.drops TO PUBLIC;")
     w.start_predrop("--hold-timeout-ms", "10000", config=CONFIG)
+    # The direct database is another connectable database of the cluster, ours to watch.
+    other_sessions = sessions_of(w, w.direct_db)
     oids = [w.oid("public.c%d" % i) for i in (1, 2, 3)]
     for i in (1, 2, 3):
         r = w.psql("DROP TABLE c%d" % i)
@@ -31,6 +58,22 @@ def test(w):
     rows = w.wait_for(lambda: w.sq("SELECT table_name, state, state_reason FROM predrop.quarantine "
                                    "WHERE database_name = %s AND state = 'purged'", (w.db,)), timeout=15)
     w.check(rows == [("c1", "purged", "cap")], "the store says c1 was purged for the cap", rows)
+
+    kept = purger_pids(w)
+    w.check(len(kept) > 0, "the kicked round keeps its session to the database it purged in", kept)
+    oid4 = w.oid("public.c4")
+    r = w.psql("DROP TABLE c4")
+    w.check(r.rc == 0, "psql through predrop: DROP TABLE c4", r)
+    gone = w.wait_for(lambda: w.in_quarantine(oids[1]) is None and w.in_quarantine(oid4) is not None, timeout=15)
+    w.check(gone, "the fourth DROP's round purges c2, and c4 is held",
+            [w.in_quarantine(o) for o in oids + [oid4]])
+    after = purger_pids(w)
+    w.check(bool(kept) and kept <= after, "the fourth DROP's round ran on the sessions the third's kept", (kept, after))
+    w.check(sessions_of(w, w.direct_db) == other_sessions,
+            "no kicked round opened a session in a database no kick named (%s)" % w.direct_db,
+            (other_sessions, sessions_of(w, w.direct_db)))
+    closed = w.wait_for(lambda: not purger_pids(w), timeout=20)
+    w.check(closed, "the purger's sessions close once capture.idle_close_s (4) pass without a round", purger_pids(w))
 
 
 if __name__ == "__main__":
