@@ -6,6 +6,7 @@
 #include <cctype>
 #include <ctime>
 #include <map>
+#include <set>
 
 #include "capture/snapshot.hpp"
 #include "evidence/fleet_schedule.hpp"
@@ -460,6 +461,41 @@ PurgeOutcome purge_held(PgSession& db, const std::string& schema, const HeldTabl
   }
 }
 
+std::optional<std::vector<PurgeOutcome>> purge_held_together(PgSession& db, const std::string& schema,
+                                                             const std::vector<HeldTable>& tables, int lock_timeout_ms) {
+  // A lot dropped in one transaction costs the server 0.30 ms a table, one at a time 1.02 (100
+  // analysed 200-row tables, direct): under a churn at a cap the purger drops a table a DROP.
+  try {
+    db.run("BEGIN");
+    db.run("SET LOCAL lock_timeout = " + std::to_string(std::max(lock_timeout_ms, 1)));
+    std::vector<std::optional<std::string>> oids, names;
+    for (const auto& t : tables) oids.push_back(std::to_string(t.oid)), names.push_back(t.quarantine_table);
+    // By OID and name, as purge_held.
+    auto r = db.exec("SELECT c.oid::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                     "JOIN unnest($1::bigint[], $2::text[]) AS t(oid, name) ON c.oid = t.oid::oid AND c.relname = t.name "
+                     "WHERE n.nspname = $3",
+                     Params{capture::pg_array_literal(oids), capture::pg_array_literal(names), schema});
+    std::set<int64_t> present;
+    for (int i = 0; i < r.rows(); ++i) present.insert(std::stoll(r.text(i, 0)));
+    std::string drop;
+    std::vector<PurgeOutcome> out;
+    for (const auto& t : tables) {
+      const bool there = present.count(t.oid) > 0;
+      out.push_back(there ? PurgeOutcome::dropped : PurgeOutcome::gone);
+      if (there) drop += (drop.empty() ? "DROP TABLE " : ", ") + q(schema) + "." + q(t.quarantine_table);
+    }
+    if (!drop.empty()) db.run(drop + " CASCADE");
+    db.run("COMMIT");
+    return out;
+  } catch (const std::exception&) {
+    try {
+      db.run("ROLLBACK");
+    } catch (...) {
+    }
+    return std::nullopt;
+  }
+}
+
 void store_record_held(PgSession& store, const std::string& schema, const std::vector<HeldTable>& held, int64_t retention_s) {
   // One statement: a purger round writes every held table's row, and under a churn one statement
   // a row (200 a round at max_tables 200) cost the server more than the DROPs.
@@ -484,6 +520,23 @@ void store_mark(PgSession& store, const HeldTable& t, const std::string& schema,
   store.exec(mark_sql(kQuarantineStoreTable),
              Params{t.database, t.detail.dump(), schema, t.quarantine_table, std::to_string(t.bytes), std::nullopt,
                     std::nullopt, "0", std::nullopt, std::nullopt, state, reason});
+}
+
+void store_mark_many(PgSession& store, const std::vector<HeldTable>& tables, const std::string& schema,
+                     const std::string& state, const std::vector<std::string>& reasons) {
+  if (tables.empty()) return;
+  std::vector<std::optional<std::string>> databases, details, names, bytes, why;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    databases.push_back(tables[i].database);
+    details.push_back(tables[i].detail.dump());
+    names.push_back(tables[i].quarantine_table);
+    bytes.push_back(std::to_string(tables[i].bytes));
+    why.push_back(i < reasons.size() ? std::optional(reasons[i]) : std::nullopt);
+  }
+  store.exec(mark_many_sql(kQuarantineStoreTable),
+             Params{capture::pg_array_literal(databases), capture::pg_array_literal(details), schema,
+                    capture::pg_array_literal(names), capture::pg_array_literal(bytes), std::nullopt, std::nullopt, "0",
+                    std::nullopt, std::nullopt, state, capture::pg_array_literal(why)});
 }
 
 int64_t parse_duration_s(const std::string& text) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -74,12 +75,20 @@ enum class PurgeOutcome { dropped, lock_timeout, gone };
 // session holding a lock on it makes this give up (lock_timeout) rather than queue the others.
 // Throws on any other error.
 PurgeOutcome purge_held(evidence::PgSession& db, const std::string& schema, const HeldTable& t, int lock_timeout_ms);
+// purge_held of several tables of one database in one transaction (one DROP TABLE naming them
+// all): an outcome per table, dropped or gone. nullopt when the transaction failed (a lock timeout
+// or any error), nothing dropped: the caller purges them one at a time.
+std::optional<std::vector<PurgeOutcome>> purge_held_together(evidence::PgSession& db, const std::string& schema,
+                                                             const std::vector<HeldTable>& tables, int lock_timeout_ms);
 
 // The store's rows: inserts a 'held' row for each listed table it lacks; marks one row.
 void store_record_held(evidence::PgSession& store, const std::string& schema, const std::vector<HeldTable>& held,
                        int64_t retention_s);
 void store_mark(evidence::PgSession& store, const HeldTable& t, const std::string& schema, const std::string& state,
                 const std::string& reason);
+// store_mark of several tables in one statement, reasons[i] for tables[i].
+void store_mark_many(evidence::PgSession& store, const std::vector<HeldTable>& tables, const std::string& schema,
+                     const std::string& state, const std::vector<std::string>& reasons);
 
 // "7d", "36h", "90m", "30s" or integer seconds; -1 when it is none of those.
 int64_t parse_duration_s(const std::string& text);

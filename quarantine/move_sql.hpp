@@ -95,6 +95,8 @@ std::string record_many_sql(std::string_view store_table);
 // so where it is missing; a row already purged or restored stays as it is. Parameters as
 // record_sql's.
 std::string mark_sql(std::string_view store_table);
+// mark_sql for many tables, arrays in step as record_many_sql's, with $12 text[] the reasons.
+std::string mark_many_sql(std::string_view store_table);
 
 // The same row for a table a yield purged (issue 22): written 'purged' with state_reason $11 ("yielded
 // to DROP ROLE r"), or a held row already there marked so.

@@ -156,10 +156,14 @@ void round_of(Kept& kept, FleetSchedule& fs, spdlog::logger& log, const std::sha
   std::stable_sort(all.begin(), all.end(), [](const Held& a, const Held& b) { return a.t.dropped_at < b.t.dropped_at; });
   auto& counts = quarantine::metrics();
   std::vector<bool> still_held(all.size(), true);
+  auto describe = [&](size_t i) {
+    const auto& h = all[i].t;
+    return h.database + " " + h.detail.value("schema", "") + "." + h.detail.value("table", "") + " (id " + h.id() +
+           ", " + qs.schema + "." + h.quarantine_table + ")";
+  };
   auto purge = [&](size_t i, const char* reason) {
     const auto& h = all[i].t;
-    const std::string what = h.database + " " + h.detail.value("schema", "") + "." + h.detail.value("table", "") +
-                             " (id " + h.id() + ", " + qs.schema + "." + h.quarantine_table + ")";
+    const std::string what = describe(i);
     try {
       auto outcome = purge_held(*all[i].db, qs.schema, h, qs.lock_timeout_ms);
       if (outcome == PurgeOutcome::lock_timeout) {
@@ -183,18 +187,57 @@ void round_of(Kept& kept, FleetSchedule& fs, spdlog::logger& log, const std::sha
       return false;
     }
   };
-  for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
-    if (all[i].t.dropped_at + qs.retention_s <= now) purge(i, "expired");
-  // The caps are per database (a quarantine schema is): within each, oldest first; one that is
-  // locked is passed over for the next oldest.
-  auto over_cap = [&](const std::string& database) {
+  auto due = [&](size_t i) { return all[i].t.dropped_at + qs.retention_s <= now; };
+  // The caps are per database (a quarantine schema is): within each, oldest first.
+  auto over_cap = [&](const std::vector<bool>& held, const std::string& database) {
     uint64_t n = 0, bytes = 0;
     for (size_t i = 0; i < all.size(); ++i)
-      if (still_held[i] && all[i].t.database == database) ++n, bytes += static_cast<uint64_t>(all[i].t.bytes);
+      if (held[i] && all[i].t.database == database) ++n, bytes += static_cast<uint64_t>(all[i].t.bytes);
     return (qs.max_tables > 0 && n > qs.max_tables) || (qs.max_bytes > 0 && bytes > qs.max_bytes);
   };
-  for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
-    if (still_held[i] && over_cap(all[i].t.database)) purge(i, "cap");
+  // Planned first: what outlived retention, then what keeps its database over a cap. Each
+  // database's lot goes in one transaction: under a churn at a cap a kicked round purges about
+  // as many tables as there were DROPs since the last one. A lot that fails (a lock an application
+  // holds on one table, any error) is purged again one table at a time, where a locked table is
+  // passed over for the next oldest.
+  std::map<std::string, std::vector<size_t>> lots;
+  std::vector<const char*> reason_of(all.size(), nullptr);
+  {
+    std::vector<bool> left = still_held;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (due(i)) reason_of[i] = "expired", left[i] = false;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (left[i] && over_cap(left, all[i].t.database)) reason_of[i] = "cap", left[i] = false;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (reason_of[i]) lots[all[i].t.database].push_back(i);
+  }
+  auto purge_lot = [&](const std::vector<size_t>& lot) {
+    std::vector<HeldTable> tables;
+    std::vector<std::string> reasons;
+    for (size_t i : lot) tables.push_back(all[i].t), reasons.push_back(reason_of[i]);
+    auto outcomes = purge_held_together(*all[lot.front()].db, qs.schema, tables, qs.lock_timeout_ms);
+    if (!outcomes) return false;
+    for (size_t k = 0; k < lot.size(); ++k) {
+      still_held[lot[k]] = false;
+      if ((*outcomes)[k] != PurgeOutcome::dropped) continue;
+      log.info("quarantine: purged ({}) {}", reasons[k], describe(lot[k]));
+      (reasons[k] == "expired" ? counts.purged_expired : counts.purged_cap).fetch_add(1);
+    }
+    try {
+      if (store_ok) store_mark_many(store, tables, qs.schema, "purged", reasons);
+    } catch (const std::exception& e) {
+      store_warn(e);
+    }
+    return true;
+  };
+  for (const auto& [database, lot] : lots) {
+    if (fs.stopping()) break;
+    if (lot.size() > 1 && purge_lot(lot)) continue;
+    for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
+      if (all[i].t.database == database && due(i)) purge(i, "expired");
+    for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
+      if (all[i].t.database == database && still_held[i] && over_cap(still_held, database)) purge(i, "cap");
+  }
   for (const auto& name : scanned) kept.databases[name].tables = kept.databases[name].held_bytes = 0;
   for (size_t i = 0; i < all.size(); ++i)
     if (still_held[i]) {

@@ -172,6 +172,11 @@ def test(q):
         q.check(m.get("predrop_quarantine_max_bytes") == cap and
                 m.get("predrop_quarantine_database_bytes_max") == more["b_2"]["bytes"] and
                 m.get('predrop_quarantine_purged_total{reason="cap"}') == 4, "the cap gauges and counters", m)
+        # p_new and b_1 go in one round, as one lot (one transaction, one store statement).
+        rows = {x["table"]: x for x in q.store_rows()}
+        q.check([(rows.get(n, {}).get("state"), rows.get(n, {}).get("reason")) for n in ("p_new", "b_1", "b_2")]
+                == [("purged", "cap"), ("purged", "cap"), ("held", None)],
+                "the store marks each table of the lot purged with its reason, the one left held", rows)
     finally:
         stop.set()
         t.join()
