@@ -4,7 +4,9 @@
 // quarantine.max_tables / max_bytes, each table in a transaction of its own under
 // quarantine.lock_timeout_ms: a table an application holds a lock on is skipped, logged and tried
 // again next round, so the purger never queues behind the application. It also brings the store's
-// predrop.quarantine rows in line with the catalog, and sets the /metrics figures.
+// predrop.quarantine rows in line with the catalog, and sets the /metrics figures. While a cap is
+// set, a table quarantined kicks a round for its database within a second (see purger.cpp for
+// what such rounds keep between them).
 #pragma once
 
 #include <memory>
