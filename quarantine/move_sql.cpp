@@ -651,12 +651,16 @@ std::string usable_by_public_condition() {
 
 std::string move_statements(const QuarantineMove& move) {
   const std::string fn = std::string(kMoveFunctionSchema) + "." + move_function_name();
-  // The check costs a catalog lookup; without it a missing function's error would read as the move's.
-  return "IF NOT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
-         "               WHERE n.nspname = '" + std::string(kMoveFunctionSchema) + "' AND p.proname = '" +
-         move_function_name() + "'\n"
-         "                 AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')\n"
-         "                 AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) THEN\n"
+  // Without the check a missing function's error would read as the move's. It is an expression,
+  // not a query: PL/pgSQL evaluates it without planning a join of pg_proc and pg_namespace, which
+  // cost the server about 0.45 ms a quarantined DROP (a recreate cycle direct with the substitute
+  // in the DROP's place: 4.70 ms with the query, 4.13 with the expression, six runs each). The CASE
+  // keeps the function's lookup from a schema the role may not use (where to_regprocedure errs
+  // before PostgreSQL 16); a missing schema or function is NULL, so false.
+  return "IF NOT coalesce(CASE WHEN pg_catalog.has_schema_privilege(pg_catalog.to_regnamespace('" +
+         std::string(kMoveFunctionSchema) + "'), 'USAGE')\n"
+         "                    THEN pg_catalog.has_function_privilege(pg_catalog.to_regprocedure('" + fn +
+         "(jsonb)'), 'EXECUTE') END, false) THEN\n"
          "  RAISE EXCEPTION '" + std::string(kMoveFunctionMissing) + " (" + fn + ")';\n"
          "END IF;\n"
          "PERFORM " + fn + "(" + move_argument(move) + ");\n";
