@@ -230,13 +230,20 @@ void round_of(Kept& kept, FleetSchedule& fs, spdlog::logger& log, const std::sha
     }
     return true;
   };
+  // At most kLotTables a transaction: each table dropped holds a few locks (its TOAST table, its
+  // indexes) until the commit, and a lot of thousands (a first round after a long stop) would
+  // fill the server's shared lock table, which every session draws on.
+  constexpr size_t kLotTables = 32;
   for (const auto& [database, lot] : lots) {
-    if (fs.stopping()) break;
-    if (lot.size() > 1 && purge_lot(lot)) continue;
-    for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
-      if (all[i].t.database == database && due(i)) purge(i, "expired");
-    for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
-      if (all[i].t.database == database && still_held[i] && over_cap(still_held, database)) purge(i, "cap");
+    for (size_t from = 0; from < lot.size() && !fs.stopping(); from += kLotTables) {
+      const std::vector<size_t> part(lot.begin() + from, lot.begin() + std::min(lot.size(), from + kLotTables));
+      if (part.size() > 1 && purge_lot(part)) continue;
+      for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
+        if (all[i].t.database == database && still_held[i] && due(i)) purge(i, "expired");
+      for (size_t i = 0; i < all.size() && !fs.stopping(); ++i)
+        if (all[i].t.database == database && still_held[i] && over_cap(still_held, database)) purge(i, "cap");
+      break;
+    }
   }
   for (const auto& name : scanned) kept.databases[name].tables = kept.databases[name].held_bytes = 0;
   for (size_t i = 0; i < all.size(); ++i)

@@ -177,6 +177,26 @@ def test(q):
         q.check([(rows.get(n, {}).get("state"), rows.get(n, {}).get("reason")) for n in ("p_new", "b_1", "b_2")]
                 == [("purged", "cap"), ("purged", "cap"), ("held", None)],
                 "the store marks each table of the lot purged with its reason, the one left held", rows)
+
+        # A round with more to purge than one transaction takes (32 tables): every lot goes, in order.
+        with open(cfg, "w") as f:
+            f.write("quarantine:\n  retention: 1h\n  purge_interval_s: 1\n  lock_timeout_ms: 100\n")
+        os.kill(p.pid, 1)
+        many = ["m_%02d" % i for i in range(70)]
+        quarantine_tables(q, many, rows=1)
+        with open(cfg, "w") as f:
+            f.write("quarantine:\n  retention: 1h\n  max_tables: 1\n  purge_interval_s: 1\n  lock_timeout_ms: 100\n")
+        os.kill(p.pid, 1)
+        q.check(wait_for(lambda: [h["detail"]["table"] for h in q.held()] == ["m_69"], 20),
+                "max_tables 1 purges the 70 oldest in one round, lot after lot", [h["detail"]["table"] for h in q.held()])
+        rows = {x["table"]: x for x in q.store_rows()}
+        q.check(all((rows.get(n, {}).get("state"), rows.get(n, {}).get("reason")) == ("purged", "cap")
+                    for n in ["b_2"] + many[:-1]) and rows.get("m_69", {}).get("state") == "held",
+                "the store marks all 70 purged for the cap", {n: rows.get(n) for n in ["b_2"] + many[:3] + many[-3:]})
+        m = wait_for(lambda: (lambda x: x if x.get('predrop_quarantine_purged_total{reason="cap"}') == 74 else None)(
+            metrics(admin)), 10) or metrics(admin)
+        q.check(m.get('predrop_quarantine_purged_total{reason="cap"}') == 74 and m.get("predrop_quarantine_tables") == 1,
+                "the counters count each table of the lots", m)
     finally:
         stop.set()
         t.join()
