@@ -434,43 +434,19 @@ std::vector<HeldTable> list_held(PgSession& db, const std::string& database, con
   return out;
 }
 
-PurgeOutcome purge_held(PgSession& db, const std::string& schema, const HeldTable& t, int lock_timeout_ms) {
+namespace {
+
+// `tables` dropped in one transaction under SET LOCAL lock_timeout, each checked by OID and name
+// first (a name listed a moment ago may have been restored and reused since): dropped or gone.
+// nullopt on a lock timeout; any other error throws. Nothing is dropped either way.
+std::optional<std::vector<PurgeOutcome>> purge_in_one_transaction(PgSession& db, const std::string& schema,
+                                                                  const std::vector<HeldTable>& tables,
+                                                                  int lock_timeout_ms) {
   db.run("BEGIN");
   try {
     db.run("SET LOCAL lock_timeout = " + std::to_string(std::max(lock_timeout_ms, 1)));
-    // By OID: a name the purge listed a moment ago may have been restored and reused since.
-    if (db.exec("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.oid = $1::bigint::oid AND n.nspname = $2 AND c.relname = $3",
-                Params{std::to_string(t.oid), schema, t.quarantine_table})
-            .rows() == 0) {
-      db.run("ROLLBACK");
-      return PurgeOutcome::gone;
-    }
-    // CASCADE: a foreign key between two tables quarantined together goes with the first.
-    db.run("DROP TABLE " + q(schema) + "." + q(t.quarantine_table) + " CASCADE");
-    db.run("COMMIT");
-    return PurgeOutcome::dropped;
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    try {
-      db.run("ROLLBACK");
-    } catch (...) {
-    }
-    if (msg.find("lock timeout") != std::string::npos) return PurgeOutcome::lock_timeout;
-    throw;
-  }
-}
-
-std::optional<std::vector<PurgeOutcome>> purge_held_together(PgSession& db, const std::string& schema,
-                                                             const std::vector<HeldTable>& tables, int lock_timeout_ms) {
-  // A lot dropped in one transaction costs the server 0.30 ms a table, one at a time 1.02 (100
-  // analysed 200-row tables, direct): under a churn at a cap the purger drops a table a DROP.
-  try {
-    db.run("BEGIN");
-    db.run("SET LOCAL lock_timeout = " + std::to_string(std::max(lock_timeout_ms, 1)));
     std::vector<std::optional<std::string>> oids, names;
     for (const auto& t : tables) oids.push_back(std::to_string(t.oid)), names.push_back(t.quarantine_table);
-    // By OID and name, as purge_held.
     auto r = db.exec("SELECT c.oid::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                      "JOIN unnest($1::bigint[], $2::text[]) AS t(oid, name) ON c.oid = t.oid::oid AND c.relname = t.name "
                      "WHERE n.nspname = $3",
@@ -484,14 +460,52 @@ std::optional<std::vector<PurgeOutcome>> purge_held_together(PgSession& db, cons
       out.push_back(there ? PurgeOutcome::dropped : PurgeOutcome::gone);
       if (there) drop += (drop.empty() ? "DROP TABLE " : ", ") + q(schema) + "." + q(t.quarantine_table);
     }
+    // CASCADE: a foreign key between two tables quarantined together goes with the first.
     if (!drop.empty()) db.run(drop + " CASCADE");
     db.run("COMMIT");
     return out;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
     try {
       db.run("ROLLBACK");
     } catch (...) {
     }
+    if (msg.find("lock timeout") != std::string::npos) return std::nullopt;
+    throw;
+  }
+}
+
+// The arrays in step that record_many_sql and mark_many_sql unnest.
+struct RowArrays {
+  std::string databases, details, tables, bytes;
+};
+
+RowArrays row_arrays(const std::vector<HeldTable>& held) {
+  std::vector<std::optional<std::string>> databases, details, tables, bytes;
+  for (const auto& h : held) {
+    databases.push_back(h.database);
+    details.push_back(h.detail.dump());
+    tables.push_back(h.quarantine_table);
+    bytes.push_back(std::to_string(h.bytes));
+  }
+  return {capture::pg_array_literal(databases), capture::pg_array_literal(details), capture::pg_array_literal(tables),
+          capture::pg_array_literal(bytes)};
+}
+
+}  // namespace
+
+PurgeOutcome purge_held(PgSession& db, const std::string& schema, const HeldTable& t, int lock_timeout_ms) {
+  auto out = purge_in_one_transaction(db, schema, {t}, lock_timeout_ms);
+  return out ? out->front() : PurgeOutcome::lock_timeout;
+}
+
+std::optional<std::vector<PurgeOutcome>> purge_held_together(PgSession& db, const std::string& schema,
+                                                             const std::vector<HeldTable>& tables, int lock_timeout_ms) {
+  // A lot dropped in one transaction costs the server 0.30 ms a table, one at a time 1.02 (100
+  // analysed 200-row tables, direct): under a churn at a cap the purger drops a table a DROP.
+  try {
+    return purge_in_one_transaction(db, schema, tables, lock_timeout_ms);
+  } catch (const std::exception&) {
     return std::nullopt;
   }
 }
@@ -500,43 +514,28 @@ void store_record_held(PgSession& store, const std::string& schema, const std::v
   // One statement: a purger round writes every held table's row, and under a churn one statement
   // a row (200 a round at max_tables 200) cost the server more than the DROPs.
   if (held.empty()) return;
-  std::vector<std::optional<std::string>> databases, details, tables, bytes;
-  for (const auto& h : held) {
-    databases.push_back(h.database);
-    details.push_back(h.detail.dump());
-    tables.push_back(h.quarantine_table);
-    bytes.push_back(std::to_string(h.bytes));
-  }
+  const RowArrays a = row_arrays(held);
   store.exec(record_many_sql(kQuarantineStoreTable),
-             Params{capture::pg_array_literal(databases), capture::pg_array_literal(details), schema,
-                    capture::pg_array_literal(tables), capture::pg_array_literal(bytes), std::nullopt, std::nullopt,
+             Params{a.databases, a.details, schema, a.tables, a.bytes, std::nullopt, std::nullopt,
                     std::to_string(retention_s), std::nullopt, std::nullopt});
 }
 
 void store_mark(PgSession& store, const HeldTable& t, const std::string& schema, const std::string& state,
                 const std::string& reason) {
-  // One statement, not an INSERT and then an UPDATE: the purger marks a row at every purge, one a
-  // recreate cycle under a churn at the cap.
-  store.exec(mark_sql(kQuarantineStoreTable),
-             Params{t.database, t.detail.dump(), schema, t.quarantine_table, std::to_string(t.bytes), std::nullopt,
-                    std::nullopt, "0", std::nullopt, std::nullopt, state, reason});
+  store_mark_many(store, {t}, schema, state, {reason});
 }
 
 void store_mark_many(PgSession& store, const std::vector<HeldTable>& tables, const std::string& schema,
                      const std::string& state, const std::vector<std::string>& reasons) {
+  // One statement, not an INSERT and then an UPDATE a row: the purger marks a row at every purge,
+  // one a recreate cycle under a churn at the cap.
   if (tables.empty()) return;
-  std::vector<std::optional<std::string>> databases, details, names, bytes, why;
-  for (size_t i = 0; i < tables.size(); ++i) {
-    databases.push_back(tables[i].database);
-    details.push_back(tables[i].detail.dump());
-    names.push_back(tables[i].quarantine_table);
-    bytes.push_back(std::to_string(tables[i].bytes));
-    why.push_back(i < reasons.size() ? std::optional(reasons[i]) : std::nullopt);
-  }
+  const RowArrays a = row_arrays(tables);
+  std::vector<std::optional<std::string>> why;
+  for (size_t i = 0; i < tables.size(); ++i) why.push_back(i < reasons.size() ? std::optional(reasons[i]) : std::nullopt);
   store.exec(mark_many_sql(kQuarantineStoreTable),
-             Params{capture::pg_array_literal(databases), capture::pg_array_literal(details), schema,
-                    capture::pg_array_literal(names), capture::pg_array_literal(bytes), std::nullopt, std::nullopt, "0",
-                    std::nullopt, std::nullopt, state, capture::pg_array_literal(why)});
+             Params{a.databases, a.details, schema, a.tables, a.bytes, std::nullopt, std::nullopt, "0", std::nullopt,
+                    std::nullopt, state, capture::pg_array_literal(why)});
 }
 
 int64_t parse_duration_s(const std::string& text) {

@@ -812,10 +812,6 @@ std::string record_many_sql(std::string_view store_table) {
                          "'held'", "NULL", "ON CONFLICT (id) DO NOTHING");
 }
 
-std::string mark_sql(std::string_view store_table) {
-  return record_rows_sql(store_table, kOneRow, "$11::text", "$12::text", kSetWhereHeld);
-}
-
 std::string mark_many_sql(std::string_view store_table) {
   return record_rows_sql(store_table,
                          "unnest($1::text[], $2::jsonb[], $4::text[], $5::bigint[], $12::text[]) AS a(db, d, qtable, bytes, reason)",

@@ -91,11 +91,9 @@ std::string record_sql(std::string_view store_table);
 // quarantine tables, $5 bigint[] bytes, in step; $6, $7, $9 and $10 NULL. A round of the purger
 // writes every held table's row in it (one statement a row cost the server more than the DROPs).
 std::string record_many_sql(std::string_view store_table);
-// A table's row set to state $11 with state_reason $12 (purged, restored) where it is held, written
-// so where it is missing; a row already purged or restored stays as it is. Parameters as
-// record_sql's.
-std::string mark_sql(std::string_view store_table);
-// mark_sql for many tables, arrays in step as record_many_sql's, with $12 text[] the reasons.
+// Tables' rows set to state $11 with state_reason from $12 (text[], in step with record_many_sql's
+// arrays: purged, restored) where they are held, written so where they are missing; a row already
+// purged or restored stays as it is.
 std::string mark_many_sql(std::string_view store_table);
 
 // The same row for a table a yield purged (issue 22): written 'purged' with state_reason $11 ("yielded
