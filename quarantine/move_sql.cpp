@@ -723,6 +723,10 @@ std::string quarantine_move_function_sql() {
 
 }  // namespace
 
+namespace {
+constexpr int kPrepareLockClass = 1885630832;  // "pdqp"
+}  // namespace
+
 std::string prepare_sql(std::string_view schema) {
   check_tag_free(schema);
   const std::string q = quote_ident_always(schema);
@@ -733,7 +737,13 @@ std::string prepare_sql(std::string_view schema) {
   // The move's function goes in a schema of its own: the quarantine's gives USAGE to nobody, and
   // calling a function wants it. Without CREATE on the database (or beside another sidecar that
   // made it first) the move runs inline, as it did before the function.
+  // Concurrent first DROPs in a new database prepare at once, on several capture connections or
+  // sidecars: without the lock one of them failed on the schema's unique index or with "tuple
+  // concurrently updated" on the grants. The transaction's lock makes the later ones wait, then
+  // find everything made.
   return "DO $predrop_p$ BEGIN\n"
+         "  PERFORM pg_catalog.pg_advisory_xact_lock(" + std::to_string(kPrepareLockClass) +
+         ", pg_catalog.hashtext(" + literal(schema) + "));\n"
          "  IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = " + literal(schema) + ") THEN\n"
          "    CREATE SCHEMA IF NOT EXISTS " + q + ";\n"
          "  END IF;\n"

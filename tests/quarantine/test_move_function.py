@@ -5,6 +5,8 @@ proxy then falls back) and the inline block moves with the same result.
 The function's path is proven taken by replacing its body with one that raises: the move must then
 fail with that message. The inline path is proven by dropping the function's schema, and by a role
 that may not use it. The capture's check (quarantine::move_function_check_sql) must agree."""
+import threading
+
 import qlib
 
 FN_SCHEMA = "predrop_quarantine_move"
@@ -88,6 +90,35 @@ def body(q):
         r = q.predrop("undrop", f"public.{t}")
         q.check(r.rc == 0 and q.value(f"SELECT count(*) FROM public.{t}") == 1,
                 f"{t} (moved by the {'function' if t == 'a' else 'inline block'}) comes back whole", r)
+
+    # Concurrent first DROPs in a new database prepare at once on several connections: each
+    # prepare must succeed (before its advisory lock, the later ones failed on the schema's unique
+    # index or with "tuple concurrently updated", and the capture logged it). Both schemas are gone
+    # first, so every round starts from nothing; a barrier starts the four together.
+    for rnd in range(5):
+        q.su(f"DROP SCHEMA IF EXISTS {FN_SCHEMA} CASCADE; DROP SCHEMA IF EXISTS {qlib.QSCHEMA} CASCADE")
+        conns = [q.connect(q.role("cap")) for _ in range(4)]
+        errors, barrier = [], threading.Barrier(len(conns))
+
+        def prepare(c):
+            try:
+                barrier.wait()
+                with c.cursor() as cur:
+                    cur.execute(q.sql_print("prepare"))
+            except Exception as e:  # noqa: BLE001 (the test reports whatever the server said)
+                errors.append(str(e).strip())
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=prepare, args=(c,)) for c in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        q.check(not errors, f"four prepares at once all succeed (round {rnd + 1})", errors)
+        if errors:
+            break
+    q.check(q.value(q.sql_print("check")) is True, "and leave the function usable by every role")
 
 
 if __name__ == "__main__":
