@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ class PgConn : public std::enable_shared_from_this<PgConn> {
   // PQescapeIdentifier on this connection (encoding-aware); empty when not connected.
   std::string quote_ident(const std::string& name) const;
   const std::string& key() const { return key_; }  // the database (or store) it belongs to
+  // What a caller did once in this session (the quarantine's prepare): a new session does it
+  // again, because the database behind a name may have been dropped and made again since.
+  bool done_in_session(const std::string& what) const { return done_in_session_.count(what) > 0; }
+  void note_done_in_session(const std::string& what) { done_in_session_.insert(what); }
 
  private:
   void close();
@@ -87,6 +92,7 @@ class PgConn : public std::enable_shared_from_this<PgConn> {
   PgResult pending_;           // the result to report once PQgetResult says the statement is over
   uint64_t generation_ = 0;    // bumped on finish/kill so stale wake-ups do nothing
   std::map<std::string, uint64_t> prepared_;  // name -> executions since it was prepared
+  std::set<std::string> done_in_session_;
 };
 
 // Whether a statement executed this many times since its preparation is prepared again first:

@@ -258,9 +258,13 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
   }
   if (job->req.prepare_sql.empty()) return read_catalog(job);
   std::string key = job->req.ctx.database + '\n' + job->req.prepare_sql;
-  if (prepared_.count(key)) return read_catalog(job);
-  writable(job, [this, job, key](std::function<void()> done) {
-    run(job, BatchQuery{nullptr, job->req.prepare_sql, {}}, [this, job, key, done](PgResult r) {
+  // Once per session, not once per name: a database dropped and made again under its name took
+  // its sessions with it, and the schema and function with them; the process-wide note would have
+  // sent every later DROP there to a function that is not there, and to a real DROP.
+  const std::string in_session = "quarantine prepare " + std::to_string(std::hash<std::string>{}(job->req.prepare_sql));
+  if (job->conn->done_in_session(in_session)) return read_catalog(job);
+  writable(job, [this, job, key, in_session](std::function<void()> done) {
+    run(job, BatchQuery{nullptr, job->req.prepare_sql, {}}, [this, job, key, in_session, done](PgResult r) {
       // A failure is logged, not the capture's: the snapshot goes on, and the quarantine that
       // needed the preparation falls back to the real statement by itself.
       if (!r.ok()) {
@@ -268,6 +272,7 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
         return done();
       }
       prepared_.insert(key);
+      job->conn->note_done_in_session(in_session);
       // Whether the later DROPs of this database may call the move's function.
       run(job, BatchQuery{nullptr, quarantine::move_function_check_sql(), {}}, [job, done](PgResult check) {
         const bool usable = check.ok() && check.rows() == 1 && check.text(0, 0) == "t";
