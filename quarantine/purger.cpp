@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "quarantine/held.hpp"
@@ -19,6 +20,9 @@ using capture::Params;
 using evidence::PgSession;
 
 namespace {
+
+// How often a scheduled round walks every database the capture role may connect to.
+constexpr std::chrono::hours kWalkAllEvery{1};
 
 struct Held {
   HeldTable t;
@@ -42,6 +46,7 @@ struct Kept {
   std::string capture, store;   // the conninfos the sessions were opened with
   std::unique_ptr<RoundLock> round_lock;
   std::map<std::string, Database> databases;
+  std::optional<std::chrono::steady_clock::time_point> walked_all_at;   // the last walk of every database
 
   void close_sessions() {
     round_lock.reset();
@@ -100,9 +105,32 @@ void round_of(Kept& kept, FleetSchedule& fs, spdlog::logger& log, const std::sha
   std::vector<Held> all;
   std::set<std::string> scanned;
   int64_t now = 0;
+  // A session in a database, however short, makes the server refuse ALTER DATABASE's RENAME and
+  // SET TABLESPACE, DROP DATABASE without FORCE and CREATE DATABASE from it as a template ("is
+  // being accessed by other users"). So a scheduled round walks every database only at the
+  // process's first round and then hourly, to find a quarantine nobody recorded (a sidecar that
+  // died between a move and its store row); the others walk the databases the store holds tables
+  // of, those this process quarantined in since the last round, and those a walk found a
+  // quarantine schema in.
+  const auto steady_now = std::chrono::steady_clock::now();
+  bool walk_all = !partial && (!kept.walked_all_at || steady_now - *kept.walked_all_at >= kWalkAllEvery);
+  std::set<std::string> some(round.kicked_for.begin(), round.kicked_for.end());
+  if (!partial && !walk_all) {
+    for (const auto& [name, d] : kept.databases) some.insert(name);
+    try {
+      auto r = store.exec(std::string("SELECT DISTINCT database_name FROM ") + kQuarantineStoreTable +
+                              " WHERE state = 'held' AND quarantine_schema = $1",
+                          Params{qs.schema});
+      for (int i = 0; i < r.rows(); ++i) some.insert(r.text(i, 0));
+    } catch (const std::exception& e) {
+      store_warn(e);
+      walk_all = true;
+    }
+  }
   const std::vector<std::string> walk =
-      partial ? std::vector<std::string>(round.kicked_for.begin(), round.kicked_for.end())
-              : connectable_databases(cfg->capture_conninfo, "predrop-quarantine-purger");
+      walk_all ? connectable_databases(cfg->capture_conninfo, "predrop-quarantine-purger")
+               : std::vector<std::string>(some.begin(), some.end());
+  if (walk_all) kept.walked_all_at = steady_now;
   for (const auto& name : walk) {
     if (fs.stopping()) break;
     auto& d = kept.databases[name];
@@ -252,7 +280,7 @@ void round_of(Kept& kept, FleetSchedule& fs, spdlog::logger& log, const std::sha
       ++d.tables;
       d.held_bytes += all[i].t.bytes;
     }
-  // A database a walk of all no longer finds (dropped, closed to connections, not scanned) leaves
+  // A database a scheduled round no longer finds (dropped, closed to connections, not scanned) leaves
   // the figures.
   if (!partial) std::erase_if(kept.databases, [&](const auto& d) { return !scanned.count(d.first); });
   int64_t tables = 0, bytes = 0, largest = 0;

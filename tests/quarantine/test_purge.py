@@ -49,6 +49,20 @@ def wait_for(cond, secs):
     return cond()
 
 
+def sessions_of(q, db):
+    """pg_stat_database.sessions of db, once two readings a second apart agree (a backend's
+    counts reach the statistics as it exits)."""
+    last = None
+    for _ in range(30):
+        n = q.value(f"SELECT sessions FROM pg_stat_database WHERE datname = '{db}'")
+        if n == last:
+            return n
+        last = n
+        time.sleep(1.0)
+    q.check(False, f"pg_stat_database.sessions of {db} never settled")
+    return -1
+
+
 def test(q):
     # ---- the command ----
     held = quarantine_tables(q, ["old1", "new1", "new2"])
@@ -111,6 +125,11 @@ def test(q):
     s.bind(("127.0.0.1", 0))
     admin = "127.0.0.1:%d" % s.getsockname()[1]
     s.close()
+    # A database with no quarantine: a scheduled round connects to it at the first round only (a
+    # session there makes the server refuse ALTER DATABASE ... RENAME and DROP DATABASE).
+    bystander = q.db + "_bystander"
+    q.su(f"DROP DATABASE IF EXISTS {bystander}")
+    q.su(f"CREATE DATABASE {bystander}")
     p = Predrop(work, "--config", cfg, "--admin", admin, "--no-migrate",
                 "--capture", q.conninfo(q.role("cap"), "postgres"),
                 "--store", q.conninfo("postgres", q.store_db))
@@ -119,6 +138,9 @@ def test(q):
         gone = wait_for(lambda: sorted(h["detail"]["table"] for h in q.held()) == ["p_locked", "p_new"], 20)
         q.check(gone, "the purger drops the expired table, then the oldest unlocked over max_tables (p_old, p_mid)",
                 sorted(h["detail"]["table"] for h in q.held()))
+        bystander_after_first = sessions_of(q, bystander)
+        q.check(bystander_after_first >= 1, "the first round walked every database, the bystander included",
+                bystander_after_first)
         log = p.log_text()
         q.check(re.search(r"skipped: another session holds a lock on it \(lock_timeout 100 ms\)", log) is not None,
                 "the locked table's purge is skipped and logged", log[-3000:])
@@ -197,11 +219,16 @@ def test(q):
             metrics(admin)), 10) or metrics(admin)
         q.check(m.get('predrop_quarantine_purged_total{reason="cap"}') == 74 and m.get("predrop_quarantine_tables") == 1,
                 "the counters count each table of the lots", m)
+        bystander_now = sessions_of(q, bystander)
+        q.check(bystander_now == bystander_after_first,
+                "the later rounds (one a second, over the phases above) left the bystander alone",
+                (bystander_after_first, bystander_now))
     finally:
         stop.set()
         t.join()
         locker.close()
         p.stop()
+        q.su(f"DROP DATABASE IF EXISTS {bystander} WITH (FORCE)")
 
 
 if __name__ == "__main__":
