@@ -721,10 +721,8 @@ std::string quarantine_move_function_sql() {
          ";\nEND\n$predrop_f$";
 }
 
-}  // namespace
-
-namespace {
 constexpr int kPrepareLockClass = 1885630832;  // "pdqp"
+
 }  // namespace
 
 std::string prepare_sql(std::string_view schema) {
