@@ -76,8 +76,8 @@ enum class PurgeOutcome { dropped, lock_timeout, gone };
 // Throws on any other error.
 PurgeOutcome purge_held(evidence::PgSession& db, const std::string& schema, const HeldTable& t, int lock_timeout_ms);
 // purge_held of several tables of one database in one transaction (one DROP TABLE naming them
-// all): an outcome per table, dropped or gone. nullopt when the transaction failed (a lock timeout
-// or any error), nothing dropped: the caller purges them one at a time.
+// all): an outcome per table, dropped or gone. nullopt on a lock timeout; any other error throws.
+// Nothing is dropped either way: the caller purges them one at a time.
 std::optional<std::vector<PurgeOutcome>> purge_held_together(evidence::PgSession& db, const std::string& schema,
                                                              const std::vector<HeldTable>& tables, int lock_timeout_ms);
 

@@ -243,7 +243,13 @@ void round_of(Kept& kept, FleetSchedule& fs, spdlog::logger& log, const std::sha
     std::vector<HeldTable> tables;
     std::vector<std::string> reasons;
     for (size_t i : lot) tables.push_back(all[i].t), reasons.push_back(reason_of[i]);
-    auto outcomes = purge_held_together(*all[lot.front()].db, qs.schema, tables, qs.lock_timeout_ms);
+    std::optional<std::vector<PurgeOutcome>> outcomes;
+    try {
+      outcomes = purge_held_together(*all[lot.front()].db, qs.schema, tables, qs.lock_timeout_ms);
+    } catch (const std::exception& e) {
+      log.warn("quarantine: purging {} tables of database {} together failed, one at a time instead: {}",
+               tables.size(), tables.front().database, e.what());
+    }
     if (!outcomes) return false;
     for (size_t k = 0; k < lot.size(); ++k) {
       still_held[lot[k]] = false;

@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 from qlib import QSCHEMA, main
-from predrop_harness import Predrop  # noqa: E402 (qlib puts tests/support on the path)
+from predrop_harness import Predrop, settled_sessions  # noqa: E402 (qlib puts tests/support on the path)
 
 
 def ago(**kw):
@@ -50,17 +50,9 @@ def wait_for(cond, secs):
 
 
 def sessions_of(q, db):
-    """pg_stat_database.sessions of db, once two readings a second apart agree (a backend's
-    counts reach the statistics as it exits)."""
-    last = None
-    for _ in range(30):
-        n = q.value(f"SELECT sessions FROM pg_stat_database WHERE datname = '{db}'")
-        if n == last:
-            return n
-        last = n
-        time.sleep(1.0)
-    q.check(False, f"pg_stat_database.sessions of {db} never settled")
-    return -1
+    n = settled_sessions(lambda: q.value(f"SELECT sessions FROM pg_stat_database WHERE datname = '{db}'"))
+    q.check(n is not None, f"pg_stat_database.sessions of {db} never settled")
+    return -1 if n is None else n
 
 
 def test(q):

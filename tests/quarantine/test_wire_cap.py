@@ -11,6 +11,8 @@ import time
 
 import wirelib
 
+from predrop_harness import settled_sessions  # noqa: E402 (holdlib puts tests/support on the path)
+
 CONFIG = wirelib.CONFIG + """
 quarantine:
   max_tables: 2
@@ -22,16 +24,10 @@ PURGER = "predrop-quarantine-purger"
 
 
 def sessions_of(w, db):
-    """pg_stat_database.sessions of db, once two readings a second apart agree (a backend's
-    counts reach the statistics as it exits)."""
-    last = None
-    for _ in range(30):
-        n = w.q("SELECT sessions FROM pg_stat_database WHERE datname = %s", (db,))[0][0]
-        if n == last:
-            return n
-        last = n
-        time.sleep(1.0)
-    w.fail("pg_stat_database.sessions of %s never settled" % db)
+    n = settled_sessions(lambda: w.q("SELECT sessions FROM pg_stat_database WHERE datname = %s", (db,))[0][0])
+    if n is None:
+        w.fail("pg_stat_database.sessions of %s never settled" % db)
+    return n
 
 
 def purger_pids(w):

@@ -8,8 +8,23 @@ Works with any python3 (standard library only).
 """
 import os
 import subprocess
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def settled_sessions(read_sessions, tries=30):
+    """pg_stat_database.sessions of a database, once two readings a second apart agree (a
+    backend's counts reach the statistics as it exits); None if they never do. read_sessions()
+    returns the current count (SELECT sessions FROM pg_stat_database WHERE datname = ...)."""
+    last = None
+    for _ in range(tries):
+        n = read_sessions()
+        if n == last:
+            return n
+        last = n
+        time.sleep(1.0)
+    return None
 
 
 class PredropStartError(RuntimeError):
