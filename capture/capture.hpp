@@ -103,6 +103,12 @@ struct StatementContext {
   std::string fingerprint;
 };
 
+// What a request runs before its catalog read where it is not yet done (SnapshotRequest::prepare).
+struct PrepareStep {
+  std::string sql;
+  std::string id;  // short, and the same for the same text: the name it is marked done under
+};
+
 struct SnapshotRequest {
   StatementContext ctx;
   std::vector<std::string> search_path;  // effective schemas for unqualified names, in order
@@ -111,9 +117,11 @@ struct SnapshotRequest {
   SnapshotReason reason = SnapshotReason::pre_drop;
   std::string profile_of;            // post_analyze: the after whose profile this completes
   bool background = false;           // an after: capture connections go to holds first
-  // Run on the capture connection before the catalog read, once per database and text while it
+  // Run on the capture connection before the catalog read, once per capture session while it
   // succeeds: the quarantine schema a quarantined DROP moves its tables into must exist first.
-  std::string prepare_sql;
+  // Shared and built once per schema (proxy/hold.cpp): its text is about 30 KB, which every
+  // quarantined DROP built, copied and hashed on the hold path when it was a string of its own.
+  std::shared_ptr<const PrepareStep> prepare;
   // The client session it came from (0: none). A hold's before absorbs the session's own afters of
   // the same name still waiting to run (capture/after_capture.hpp).
   uint64_t session = 0;

@@ -192,7 +192,7 @@ bool SnapshotPipeline::groupable(const JobPtr& job) const {
   if (job->req.background || !job->req.yields.empty() || !cfg_.enrich_identity_sql.empty() ||
       !cfg_.enrich_provenance_sql.empty())
     return false;
-  return job->req.prepare_sql.empty() || prepared_.count(job->req.ctx.database + '\n' + job->req.prepare_sql) > 0;
+  return !job->req.prepare || prepared_.count(job->req.ctx.database + '\n' + job->req.prepare->id) > 0;
 }
 
 void SnapshotPipeline::forget(std::vector<JobPtr>& waiting, const JobPtr& job) {
@@ -256,15 +256,15 @@ void SnapshotPipeline::prepare(const JobPtr& job) {
     job->capture_ms = ms_since(job->started);
     return finish(job, SnapshotResult{});
   }
-  if (job->req.prepare_sql.empty()) return read_catalog(job);
-  std::string key = job->req.ctx.database + '\n' + job->req.prepare_sql;
+  if (!job->req.prepare) return read_catalog(job);
   // Once per session, not once per name: a database dropped and made again under its name took
   // its sessions with it, and the schema and function with them; the process-wide note would have
   // sent every later DROP there to a function that is not there, and to a real DROP.
-  const std::string in_session = "quarantine prepare " + std::to_string(std::hash<std::string>{}(job->req.prepare_sql));
+  const std::string& in_session = job->req.prepare->id;
   if (job->conn->done_in_session(in_session)) return read_catalog(job);
+  std::string key = job->req.ctx.database + '\n' + in_session;
   writable(job, [this, job, key, in_session](std::function<void()> done) {
-    run(job, BatchQuery{nullptr, job->req.prepare_sql, {}}, [this, job, key, in_session, done](PgResult r) {
+    run(job, BatchQuery{nullptr, job->req.prepare->sql, {}}, [this, job, key, in_session, done](PgResult r) {
       // A failure is logged, not the capture's: the snapshot goes on, and the quarantine that
       // needed the preparation falls back to the real statement by itself.
       if (!r.ok()) {

@@ -84,7 +84,7 @@ class SnapshotPipeline {
   CaptureCounters& counters_;
   LedgerWriter::SqlFor sql_for_;
   std::set<JobPtr> jobs_;
-  std::set<std::string> prepared_;   // database + '\n' + prepare_sql that succeeded
+  std::set<std::string> prepared_;   // database + '\n' + the id of a PrepareStep that succeeded
   // Requests waiting for a capture / store connection that another's statement may carry.
   std::vector<JobPtr> capture_waiting_, store_waiting_;
   // Tables whose write is in flight, by how many holds' and afters' writes carry each, and the
