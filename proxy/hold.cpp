@@ -38,6 +38,22 @@ capture::YieldKind yield_kind_of(parser::YieldTarget::Kind kind) {
   return capture::YieldKind::role;
 }
 
+// The quarantine schema's preparation, built once per relay thread and schema: a pure function of
+// the schema, about 30 KB, which every quarantined DROP built, copied and hashed anew (issue 21).
+// The schema changes only with a reload, so one entry a thread is the whole cache.
+std::shared_ptr<const capture::PrepareStep> prepare_step(const std::string& schema) {
+  thread_local std::shared_ptr<const capture::PrepareStep> last;
+  thread_local std::string last_schema;
+  if (!last || last_schema != schema) {
+    auto step = std::make_shared<capture::PrepareStep>();
+    step->sql = quarantine::prepare_sql(schema);
+    step->id = "quarantine prepare " + std::to_string(std::hash<std::string>{}(step->sql));
+    last = std::move(step);
+    last_schema = schema;
+  }
+  return last;
+}
+
 }  // namespace
 
 policy::Who who_of(const capture::StatementContext& context) {
@@ -64,26 +80,6 @@ policy::Decision decide_relation(const policy::Config& cfg, const std::string& d
   }
   return decision;
 }
-
-namespace {
-
-// The quarantine schema's preparation, built once per relay thread and schema: a pure function of
-// the schema, about 30 KB, which every quarantined DROP built, copied and hashed anew (issue 21).
-// The schema changes only with a reload, so one entry a thread is the whole cache.
-std::shared_ptr<const capture::PrepareStep> prepare_step(const std::string& schema) {
-  thread_local std::shared_ptr<const capture::PrepareStep> last;
-  thread_local std::string last_schema;
-  if (!last || last_schema != schema) {
-    auto step = std::make_shared<capture::PrepareStep>();
-    step->sql = quarantine::prepare_sql(schema);
-    step->id = "quarantine prepare " + std::to_string(std::hash<std::string>{}(step->sql));
-    last = std::move(step);
-    last_schema = schema;
-  }
-  return last;
-}
-
-}  // namespace
 
 HoldPlan plan_hold(const policy::Config& cfg, const HoldInput& in) {
   HoldPlan plan;
