@@ -24,7 +24,11 @@ label:mode.
 Environment: PGHOST PGPORT PREDROP_BIN (scripts/bench.sh), CHURN_CLIENTS ("1 8 32"),
 CHURN_SECONDS (10), CHURN_REPS (3), CHURN_MODES ("snapshot quarantine empty_q"; a mode may carry
 settings, "snapshot@capture.after=false"), CHURN_DURABILITY
-("off on"), CHURN_COLUMNS (4), CHURN_BINS, BENCH_WORK (results in churn-results.tsv).
+("off on"), CHURN_COLUMNS (4), CHURN_BINS, CHURN_VERBOSE (1: each run's line also gives the dead
+catalog rows it left), BENCH_WORK (results in churn-results.tsv).
+
+Autovacuum is off while the bench runs, and every run starts on a vacuumed catalog and store
+(vacuum_between_runs).
 """
 import os
 import re
@@ -42,6 +46,7 @@ REPS = int(os.environ.get("CHURN_REPS", "3"))
 MODES = os.environ.get("CHURN_MODES", "snapshot quarantine empty_q").split()
 DURABILITY = os.environ.get("CHURN_DURABILITY", "off on").split()
 PGB_PORT = os.environ.get("PGB_PORT")
+VERBOSE = os.environ.get("CHURN_VERBOSE") == "1"
 
 # CHURN_COLUMNS (4): the table's width. Past the first four, text columns of 7 to 40 distinct values
 # (the reference platform's datasets have tens of columns; a hold's statistics are read per column).
@@ -102,6 +107,32 @@ def reset_tables(h, n):
     h.exec("DO $$BEGIN FOR i IN 0..%d LOOP EXECUTE format('DROP TABLE IF EXISTS churn_%%s', i); END LOOP; END$$" % n)
 
 
+def catalog_dead(h):
+    """Dead rows in the churn database's pg_attribute, pg_class, pg_type and pg_depend: what a run's
+    CREATEs and DROPs left for the next one to step over."""
+    return h.q("SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_sys_tables "
+               "WHERE relname IN ('pg_attribute', 'pg_class', 'pg_type', 'pg_depend')")[0][0]
+
+
+def vacuum_between_runs(h):
+    """Every run starts on a vacuumed catalog and store, so that no target steps over the dead rows
+    of the one before it. A direct run of this workload leaves 30,000 to 120,000 dead rows in the
+    catalog (pg_attribute, pg_class, pg_type, pg_depend; CHURN_VERBOSE=1 prints them), and with
+    autovacuum on, which visits once a minute, pg_attribute alone reached 130,000 dead rows against
+    8,000 live ones in the middle of a run. Autovacuum is off for the bench instead: its visits came
+    in the middle of some runs and not of others."""
+    h.exec("VACUUM")
+    h.exec("VACUUM", db=h.store_db)
+
+
+def round_order(targets, rep):
+    """Round rep's order: rotated by one each round, and reversed every other round, so that two
+    neighbours in the list (a build and its before, say) swap places from round to round."""
+    k = rep % len(targets)
+    order = targets[k:] + targets[:k]
+    return order if rep % 2 == 0 else order[::-1]
+
+
 def run_pgbench(h, port, clients, script):
     r = subprocess.run(["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n", "-c", str(clients),
                         "-j", str(min(clients, 2)), "-T", str(SECONDS), "-M", "simple", "-f", script, h.db],
@@ -128,6 +159,7 @@ def main():
                 p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
         hz = os.sysconf("SC_CLK_TCK")
+        h.exec("ALTER SYSTEM SET autovacuum = off", db="postgres")
         for durability in DURABILITY:
             h.exec("ALTER SYSTEM SET fsync = %s" % durability, db="postgres")
             h.exec("ALTER SYSTEM SET synchronous_commit = %s" % durability, db="postgres")
@@ -140,14 +172,17 @@ def main():
                 holds = {}
                 cpu = {}
                 for rep in range(REPS):
-                    order = targets[rep % len(targets):] + targets[:rep % len(targets)]
-                    for name, port, p in order:
+                    for name, port, p in round_order(targets, rep):
                         reset_tables(h, clients)
+                        vacuum_between_runs(h)
                         t0 = cpu_ticks(p.pid) if p else None
                         started = h.sq("SELECT now()")[0][0] if p else None
                         v, note = run_pgbench(h, port, clients, script)
                         tps.setdefault(name, []).append(v)
                         line = "  c=%-3d round %d %-22s %8.1f tps%s" % (clients, rep + 1, name, v, note)
+                        if VERBOSE:
+                            time.sleep(1.1)  # a live session reports its counts at most once a second
+                            line += "  catalog dead rows %d" % catalog_dead(h)
                         if p:
                             t1 = cpu_ticks(p.pid)
                             if t0 is not None and t1 is not None and v > 0:
@@ -193,6 +228,7 @@ def main():
                     record("churn", key + "_x_direct", "%.2f" % ratio)
             h.exec("DELETE FROM predrop.drop_events", db=h.store_db)
     finally:
+        h.exec("ALTER SYSTEM RESET autovacuum", db="postgres")
         h.exec("ALTER SYSTEM RESET fsync", db="postgres")
         h.exec("ALTER SYSTEM RESET synchronous_commit", db="postgres")
         h.exec("SELECT pg_reload_conf()", db="postgres")
