@@ -180,9 +180,6 @@ def main():
                         v, note = run_pgbench(h, port, clients, script)
                         tps.setdefault(name, []).append(v)
                         line = "  c=%-3d round %d %-22s %8.1f tps%s" % (clients, rep + 1, name, v, note)
-                        if VERBOSE:
-                            time.sleep(1.1)  # a live session reports its counts at most once a second
-                            line += "  catalog dead rows %d" % catalog_dead(h)
                         if p:
                             t1 = cpu_ticks(p.pid)
                             if t0 is not None and t1 is not None and v > 0:
@@ -204,6 +201,11 @@ def main():
                             line += "  snapshots %d of %d DROPs" % (written, drops)
                             if written < drops:
                                 line += " (MISSES: %d)" % (drops - written)
+                        if VERBOSE:
+                            # After predrop's CPU is read: a live session reports its counts at most
+                            # once a second, so the count waits that long.
+                            time.sleep(1.1)
+                            line += "  catalog dead rows %d" % catalog_dead(h)
                         print(line, flush=True)
                 direct = tps.get("direct", [])
                 for name, _, p in targets:
