@@ -115,7 +115,10 @@ def test_serve(h):
     h.exec("ALTER TABLE public.customers ADD COLUMN email text")
     h.check(h.wait_for(lambda: len(baseline_rows(h, "table_name = 'customers'")) == 2, timeout=10),
             "a changed table is baselined again", baseline_rows(h, "table_name = 'customers'"))
-    time.sleep(4)
+    # Rounds enough that both serves had their chances: three rounds of both databases. Waited for,
+    # not slept for: under the loaded start of a full make test one round of these few tables took
+    # up to 3.75 s, and 4 s had brought five passes, not six.
+    h.wait_for(lambda: len(passes_by_round([pa.log_text(), pb.log_text()])) >= 6, timeout=60)
 
     la, lb = pa.log_text(), pb.log_text()
     seen = passes_by_round([la, lb])
