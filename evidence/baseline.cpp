@@ -128,8 +128,8 @@ Params insert_params(const std::vector<CapturedTable>& tables, const BaselineOpt
 // transactions could not write) and an explicit READ ONLY transaction per batch.
 std::future<std::unique_ptr<PgSession>> open_session(const std::string& conninfo, bool read_only) {
   return std::async(std::launch::async, [conninfo, read_only] {
-    auto session = read_only ? std::make_unique<PgSession>(conninfo, "predrop-baseline", "-c default_transaction_read_only=on")
-                             : std::make_unique<PgSession>(conninfo, "predrop-baseline");
+    auto session = std::make_unique<PgSession>(conninfo, "predrop-baseline",
+                                               read_only ? "-c default_transaction_read_only=on" : "");
     if (read_only) session->run("SET default_transaction_read_only = on");
     return session;
   });
