@@ -56,7 +56,10 @@ struct CaptureConfig {
   // The window of the work off the client's path: at its end the service's sweep
   // (capture_service.cpp) empties the inbox, unless a hold did first, and the outcome checks and
   // copied afters gathered in it go as one statement each: a churn's are one per window, not per DROP.
-  std::chrono::milliseconds background_batch{20};
+  // 100 ms, not 20: a recreate churn of one client (tests/bench/churn) ran a window's three
+  // statements every 4 cycles at 20 ms and every 20 at 100, and predrop's CPU a cycle fell by about
+  // a tenth. An outcome or a copy 80 ms later matters to no one: an after already waits after_delay.
+  std::chrono::milliseconds background_batch{100};
   bool analyze_after_create = false;
   std::chrono::seconds stats_horizon{3600};        // 0: an after never waits for statistics
   std::chrono::milliseconds stats_poll{5000};

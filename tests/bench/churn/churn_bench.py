@@ -10,6 +10,9 @@ does (spec 023): CREATE TABLE, INSERT 200 rows, ANALYZE, DROP TABLE. The same sc
   quarantine    predrop with rules: [{schema: "*", action: quarantine}]
   empty_q       predrop with a quarantine rule for a schema nothing is dropped in (an empty
                 quarantine must cost nothing)
+  skip          predrop with rules: [{schema: "*", action: skip}]: every DROP relayed unheld,
+                its ledger row and the CREATE's after still written off the client's path (not
+                in the default modes: the snapshot rule's cycle less this one's is the hold's)
 
 for CHURN_CLIENTS clients, in interleaved rounds (the order rotates every round), CHURN_REPS rounds
 of CHURN_SECONDS each; each cell is the median of its rounds and the ratio is the median of the
@@ -64,6 +67,8 @@ CONFIGS = {
     # The purger keeps the quarantine at 200 tables, so that the catalog does not grow from run to run
     # (the direct runs would pay for it too); purging is the DROP's cost, deferred.
     "quarantine": "rules:\n  - schema: \"*\"\n    action: quarantine\nquarantine:\n  max_tables: 200\n",
+    # Every DROP let through unheld: what the hold adds is the snapshot rule's cycle less this one's.
+    "skip": "rules:\n  - schema: \"*\"\n    action: skip\n",
     "empty_q": "rules:\n  - schema: \"nothing_dropped_here\"\n    action: quarantine\n  - schema: \"*\"\n    action: snapshot\n",
 }
 
