@@ -152,11 +152,21 @@ struct TableResult {
   bool stats_available = false;   // written with a pg_stats profile
 };
 
+// Where a request's capture_ms went, phase by phase; a phase it never reached stays negative.
+struct CapturePhases {
+  double capture_wait_ms = -1;  // until its catalog statement was sent: a capture connection, its
+                                // group's leader, the quarantine's preparation or yields
+  double catalog_ms = -1;       // the catalog statement, sent to answered
+  double store_wait_ms = -1;    // until its store statement was sent: its rows, a store connection
+  double store_write_ms = -1;   // the store statement, sent to answered
+};
+
 struct SnapshotResult {
   std::vector<TableResult> tables;
   // written when every table that exists has its row; else the first failure
   SnapshotOutcome outcome = SnapshotOutcome::capture_error;
   double capture_ms = 0;
+  CapturePhases phases;
   std::string error;
   std::vector<YieldedTable> yielded;   // quarantined tables purged for the request's yields
   std::string yield_error;             // the purge failed: the statement goes on as it would have

@@ -47,12 +47,29 @@ struct SnapshotJob {
   std::string yield_error;
   // The tables its write carries, counted in SnapshotPipeline::writing_ until it ends.
   std::vector<SnapshotPipeline::TableKey> writing;
+  // When its statements went and came back (a rider's are its leader's): its CapturePhases.
+  Clock::time_point catalog_sent, catalog_answered, write_sent, write_answered;
 };
 
 namespace {
 
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+CapturePhases phases_of(const SnapshotJob& job) {
+  constexpr Clock::time_point never{};
+  CapturePhases p;
+  if (job.catalog_sent != never) p.capture_wait_ms = ms_between(job.started, job.catalog_sent);
+  if (job.catalog_answered != never) p.catalog_ms = ms_between(job.catalog_sent, job.catalog_answered);
+  if (job.write_sent != never)
+    p.store_wait_ms = ms_between(job.catalog_answered != never ? job.catalog_answered : job.started, job.write_sent);
+  if (job.write_answered != never) p.store_write_ms = ms_between(job.write_sent, job.write_answered);
+  return p;
 }
 
 void summarise(SnapshotResult& res) {
@@ -379,7 +396,9 @@ void SnapshotPipeline::read_catalog(const JobPtr& job) {
     req = &merged;
   }
   const size_t total = req->targets.size();
+  job->catalog_sent = Clock::now();
   run(job, capture_query(*req, cfg_.bounds, cfg_.naive_array_split), [this, job, total](PgResult r) {
+    job->catalog_answered = Clock::now();
     if (!r.ok()) {
       if (retry_if_closed(job, capture_pool_, job->req.ctx.database, [this, job] { read_catalog(job); })) return;
       auto riders = std::move(job->riders);
@@ -420,6 +439,8 @@ void SnapshotPipeline::read_catalog(const JobPtr& job) {
     };
     for (const auto& rider : riders) {
       if (!rider->finished) {
+        rider->catalog_sent = job->catalog_sent;
+        rider->catalog_answered = job->catalog_answered;
         resolved(rider, share(offset, rider->req.targets.size()));
         rider->riding = false;
         rider->capture_ms = ms_since(rider->started);
@@ -517,12 +538,15 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
                       m->resolved ? m->catalog.server : std::string()});
   // Prepared once per store connection: planning the write costs more than running it.
   BatchQuery q{"predrop_store_write_v4", sql.write, write_params(groups, cfg_)};
+  for (const auto& m : group) m->write_sent = Clock::now();
   run(job, q, [this, job](PgResult r) {
     if (!r.ok() && retry_if_closed(job, store_pool_, "", [this, job] { send_write(job); })) return;
     release(job);
     std::vector<JobPtr> group{job};
     group.insert(group.end(), job->riders.begin(), job->riders.end());
     job->riders.clear();
+    const auto answered = Clock::now();
+    for (const auto& m : group) m->write_answered = answered;
     if (!r.ok()) {
       for (const auto& m : group) m->riding = false;
       for (const auto& m : group) fail(m, SnapshotOutcome::store_error, r.error);
@@ -622,6 +646,7 @@ void SnapshotPipeline::finish(const JobPtr& job, SnapshotResult res) {
   jobs_.erase(job);
   --counters_.in_flight;
   res.capture_ms = ms_since(job->started);
+  res.phases = phases_of(*job);
   summarise(res);
   res.yielded = job->yielded;
   res.yield_error = job->yield_error;

@@ -17,17 +17,19 @@ void Histogram::observe(double seconds) {
   sum_micros_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
 }
 
-std::string Histogram::render(const std::string& name, const std::string& help) const {
-  std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
-  char line[256];
+std::string Histogram::render(const std::string& name, const std::string& help, const std::string& labels) const {
+  std::string out = help.empty() ? "" : "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  const std::string le_prefix = labels.empty() ? "" : labels + ",";
+  const std::string own = labels.empty() ? "" : "{" + labels + "}";
+  char line[512];
   for (size_t i = 0; i < bounds_.size(); ++i) {
-    std::snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), bounds_[i],
+    std::snprintf(line, sizeof line, "%s_bucket{%sle=\"%g\"} %llu\n", name.c_str(), le_prefix.c_str(), bounds_[i],
                   static_cast<unsigned long long>(buckets_[i].load()));
     out += line;
   }
-  std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name.c_str(),
-                static_cast<unsigned long long>(count_.load()), name.c_str(), sum_micros_.load() / 1e6, name.c_str(),
-                static_cast<unsigned long long>(count_.load()));
+  std::snprintf(line, sizeof line, "%s_bucket{%sle=\"+Inf\"} %llu\n%s_sum%s %.6f\n%s_count%s %llu\n", name.c_str(),
+                le_prefix.c_str(), static_cast<unsigned long long>(count_.load()), name.c_str(), own.c_str(),
+                sum_micros_.load() / 1e6, name.c_str(), own.c_str(), static_cast<unsigned long long>(count_.load()));
   out += line;
   return out;
 }

@@ -19,7 +19,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double seconds);
-  std::string render(const std::string& name, const std::string& help) const;
+  // labels (`phase="catalog"`): one series of a family; its HELP and TYPE only where help is given.
+  std::string render(const std::string& name, const std::string& help, const std::string& labels = "") const;
 
  private:
   std::vector<double> bounds_;
@@ -36,6 +37,13 @@ inline constexpr std::array<SnapshotOutcome, 8> kSnapshotMetricOutcomes{
     SnapshotOutcome::written,     SnapshotOutcome::table_missing, SnapshotOutcome::timeout,
     SnapshotOutcome::capture_error, SnapshotOutcome::store_error,   SnapshotOutcome::policy_skip,
     SnapshotOutcome::disabled,    SnapshotOutcome::deduplicated};
+
+// predrop_capture_phase_seconds's phases, in capture::CapturePhases's order.
+inline constexpr std::array<const char*, 4> kCapturePhases{"capture_wait", "catalog", "store_wait", "store_write"};
+// A phase is a round trip or a wait, from a tenth of a millisecond.
+inline Histogram capture_phase_histogram() {
+  return Histogram({0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5});
+}
 
 struct Metrics {
   std::atomic<int64_t> client_connections{0};
@@ -69,6 +77,9 @@ struct Metrics {
   std::atomic<uint64_t> reloads_failed{0};
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
   Histogram capture_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
+  // predrop_capture_phase_seconds, one series per kCapturePhases entry: where capture_duration went.
+  std::array<Histogram, 4> capture_phase{capture_phase_histogram(), capture_phase_histogram(),
+                                         capture_phase_histogram(), capture_phase_histogram()};
 
   void count_snapshot(SnapshotOutcome o) { snapshots[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
 };

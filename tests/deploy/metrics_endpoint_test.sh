@@ -136,6 +136,15 @@ done
 [ "$(value 'predrop_unresolved_statements_total')" -ge 1 ] || fail "unresolved statement not counted"
 [ "$(value 'predrop_drop_outcomes_total{outcome="dropped"}')" -ge 1 ] || fail "drop outcome not confirmed"
 grep -q '^predrop_hold_duration_seconds_count ' "$work/metrics.txt" || fail "hold histogram missing"
+# Every phase of a written snapshot was observed, and the phases of a capture add up to no more
+# than its duration.
+for phase in capture_wait catalog store_wait store_write; do
+  v=$(value "predrop_capture_phase_seconds_count{phase=\"$phase\"}")
+  [ -n "$v" ] && [ "$v" -ge 1 ] || fail "predrop_capture_phase_seconds_count{phase=\"$phase\"} is '$v', want >= 1"
+done
+awk '$1 ~ /^predrop_capture_phase_seconds_sum[{]/ { phases += $2 } $1 == "predrop_capture_duration_seconds_sum" { whole = $2 }
+     END { exit !(phases > 0 && phases <= whole + 1e-6) }' "$work/metrics.txt" \
+  || fail "the capture phases' sums do not fit in predrop_capture_duration_seconds_sum"
 grep -q '^process_resident_memory_bytes ' "$work/metrics.txt" || fail "process metrics missing"
 grep -q '^predrop_build_info{version="' "$work/metrics.txt" || fail "build info missing"
 [ "$(value predrop_store_up)" = 1 ] || fail "predrop_store_up is not 1 at the end"
