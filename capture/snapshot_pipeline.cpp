@@ -538,7 +538,8 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
                       m->resolved ? m->catalog.server : std::string()});
   // Prepared once per store connection: planning the write costs more than running it.
   BatchQuery q{"predrop_store_write_v4", sql.write, write_params(groups, cfg_)};
-  for (const auto& m : group) m->write_sent = Clock::now();
+  const auto sent = Clock::now();
+  for (const auto& m : group) m->write_sent = sent;
   run(job, q, [this, job](PgResult r) {
     if (!r.ok() && retry_if_closed(job, store_pool_, "", [this, job] { send_write(job); })) return;
     release(job);

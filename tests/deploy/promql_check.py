@@ -48,6 +48,10 @@ for h in HISTOGRAMS:
     KNOWN[h + "_bucket"] = {"le": None}
     KNOWN[h + "_sum"] = {}
     KNOWN[h + "_count"] = {}
+PHASES = {"capture_wait", "catalog", "store_wait", "store_write"}
+KNOWN["predrop_capture_phase_seconds_bucket"] = {"phase": PHASES, "le": None}
+KNOWN["predrop_capture_phase_seconds_sum"] = {"phase": PHASES}
+KNOWN["predrop_capture_phase_seconds_count"] = {"phase": PHASES}
 # Labels Prometheus itself attaches to every scraped series.
 TARGET_LABELS = {"job", "instance", "le", "__name__"}
 
