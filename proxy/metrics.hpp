@@ -78,7 +78,7 @@ struct Metrics {
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
   Histogram capture_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
   // predrop_capture_phase_seconds, one series per kCapturePhases entry: where capture_duration went.
-  std::array<Histogram, 4> capture_phase{capture_phase_histogram(), capture_phase_histogram(),
+  std::array<Histogram, kCapturePhases.size()> capture_phase{capture_phase_histogram(), capture_phase_histogram(),
                                          capture_phase_histogram(), capture_phase_histogram()};
 
   void count_snapshot(SnapshotOutcome o) { snapshots[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }

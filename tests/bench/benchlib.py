@@ -38,6 +38,15 @@ def write_results(name):
             f.write(out)
 
 
+def builds(env, label):
+    """The predrop builds a bench compares: env ("label=/path/to/predrop ...", before and after a
+    change) or, unset, PREDROP_BIN under label. Returns [(label, path)]."""
+    spec = os.environ.get(env, "").split()
+    if not spec:
+        return [(label, os.environ["PREDROP_BIN"])]
+    return [tuple(s.split("=", 1)) for s in spec]
+
+
 def settle(h, timeout=60):
     """Waits until no predrop connection is running a statement: what a run left queued (outcome
     checks, absorbed afters) is that run's cost, not the next one's. Returns the seconds waited."""

@@ -20,20 +20,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import record, write_results  # noqa: E402
+from benchlib import builds, record, write_results  # noqa: E402
 import holdlib  # noqa: E402
 
 TABLES = int(os.environ.get("BASELINE_TABLES", "300"))
 COLUMNS = max(4, int(os.environ.get("BASELINE_COLUMNS", "12")))
 REPS = int(os.environ.get("BASELINE_REPS", "8"))
 SCHEMA = "baseline_bench"
-
-
-def bins():
-    spec = os.environ.get("BASELINE_BINS", "").split()
-    if not spec:
-        return [("predrop", os.environ["PREDROP_BIN"])]
-    return [tuple(s.split("=", 1)) for s in spec]
 
 
 def make_tables(h):
@@ -74,7 +67,7 @@ def main():
         if r.returncode != 0:
             raise RuntimeError("predrop migrate: " + r.stdout)
         make_tables(h)
-        targets = bins()
+        targets = builds("BASELINE_BINS", "predrop")
         rates, walls = {}, {}
         print("predrop baseline of %d analysed %d-column tables (200 rows each) into an empty store, %d rounds:"
               % (TABLES, COLUMNS, REPS))

@@ -41,7 +41,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import pct, record, write_results, bench_hold, settle  # noqa: E402
+from benchlib import builds, pct, record, write_results, bench_hold, settle  # noqa: E402
 
 CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
 SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
@@ -101,13 +101,6 @@ def cpu_ticks(pid):
         return None
 
 
-def bins():
-    spec = os.environ.get("CHURN_BINS", "").split()
-    if not spec:
-        return [("", os.environ["PREDROP_BIN"])]
-    return [tuple(s.split("=", 1)) for s in spec]
-
-
 def reset_tables(h, n):
     h.exec("DO $$BEGIN FOR i IN 0..%d LOOP EXECUTE format('DROP TABLE IF EXISTS churn_%%s', i); END LOOP; END$$" % n)
 
@@ -159,7 +152,7 @@ def main():
         targets = [("direct", h.port, None)]
         if PGB_PORT:
             targets.append(("pgbouncer", int(PGB_PORT), None))
-        for label, path in bins():
+        for label, path in builds("CHURN_BINS", ""):
             for mode in MODES:
                 p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
@@ -196,16 +189,20 @@ def main():
                                 line += "  (its store work went on %.1f s after the run)" % waited
                             hs = [r[0] for r in h.sq(
                                 "SELECT hold_ms FROM predrop.drop_events WHERE occurred_at >= %s AND hold_ms IS NOT NULL "
-                                "AND statement_kind = 'drop_table'", (started,))]
+                                "AND statement_kind = 'drop_table' AND outcome <> 'policy_skip'", (started,))]
                             holds.setdefault(name, []).extend(hs)
-                            # A hold that failed open is fast: the cell is only worth its snapshots.
-                            written, drops = h.sq(
-                                "SELECT count(*) FILTER (WHERE outcome IN ('written', 'deduplicated')), count(*) "
+                            # A hold that failed open is fast: the cell is only worth its snapshots. A DROP
+                            # the rule skips (the skip mode) is what the operator asked for, no miss.
+                            written, skipped, drops = h.sq(
+                                "SELECT count(*) FILTER (WHERE outcome IN ('written', 'deduplicated')), "
+                                "count(*) FILTER (WHERE outcome = 'policy_skip'), count(*) "
                                 "FROM predrop.drop_events WHERE occurred_at >= %s AND statement_kind = 'drop_table'",
                                 (started,))[0]
                             line += "  snapshots %d of %d DROPs" % (written, drops)
-                            if written < drops:
-                                line += " (MISSES: %d)" % (drops - written)
+                            if skipped:
+                                line += ", %d skipped by the rule" % skipped
+                            if written + skipped < drops:
+                                line += " (MISSES: %d)" % (drops - written - skipped)
                         if VERBOSE:
                             # After predrop's CPU is read: a live session reports its counts at most
                             # once a second, so the count waits that long.
