@@ -86,7 +86,7 @@ constexpr const char* kTree = R"SQL(
 // column paid the view's own lookups again (namespace, class, attribute), and a 30-column table's
 // read took 1.56 ms against 0.55 ms (issue 21). Columns
 // 9..13: found, null_frac, n_distinct, most_common_vals, histogram_bounds; 14: the server, as the
-// store write compares it (store_writer.cpp, kWriteSql's sc).
+// store write compares it (store_writer.cpp, kWriteEndSql's sc).
 constexpr const char* kCaptureSelect = R"SQL(
 SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
        CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END,

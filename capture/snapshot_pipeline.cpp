@@ -537,7 +537,12 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
     groups.push_back({&m->rows, &m->req.ctx, m->req.reason, m->capture_ms, m->req.profile_of,
                       m->resolved ? m->catalog.server : std::string()});
   // Prepared once per store connection: planning the write costs more than running it.
-  BatchQuery q{"predrop_store_write_v4", sql.write, write_params(groups, cfg_)};
+  const bool befores_only = std::all_of(group.begin(), group.end(), [](const JobPtr& m) {
+    return m->req.reason == SnapshotReason::pre_drop &&
+           std::all_of(m->rows.begin(), m->rows.end(), [](const WriteRow& r) { return r.dated_before.empty(); });
+  });
+  BatchQuery q = befores_only ? BatchQuery{"predrop_store_write_befores_v1", sql.write_befores, write_params(groups, cfg_)}
+                              : BatchQuery{"predrop_store_write_v4", sql.write, write_params(groups, cfg_)};
   const auto sent = Clock::now();
   for (const auto& m : group) m->write_sent = sent;
   run(job, q, [this, job](PgResult r) {

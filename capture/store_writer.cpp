@@ -46,9 +46,12 @@ constexpr const char* kPairOfSql = R"SQL(CASE
        ORDER BY b.reason = 'baseline', b.captured_at LIMIT 1)
   END)SQL";
 
+// The write is put together from parts (build_store_sql): its rows (i) and their dedup (d); for a
+// write with afters, their pairing (dt, p, sup); the snapshot rows (w); their announcement, the
+// ledger rows and the commit's durability (n, e, sc) and the answer, a row per row by ord.
 // Every parameter is a per-row array but $21 (the dedup window) and $24 (the actor): the rows of
 // several requests go in one statement (group commit, capture/snapshot_pipeline.cpp).
-constexpr const char* kWriteSql = R"SQL(
+constexpr const char* kWriteRowsSql = R"SQL(
 WITH i AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::int[],
                        $8::bigint[], $9::text[], $10::text[], $11::bool[], $12::text[], $13::text[], $14::int[],
@@ -72,7 +75,9 @@ WITH i AS (
      AND (s.database_name = i.db OR s.database_name IS NULL)
      AND s.captured_at > now() - make_interval(secs => $21::int)
    ORDER BY i.ord, s.captured_at DESC
-), dt AS (
+))SQL";
+
+constexpr const char* kWritePairingSql = R"SQL(, dt AS (
   -- An after that read its table while a later statement's before of it was written (a DROP held
   -- while the after ran: WriteRow::dated_before) is of the time before that before: it is dated
   -- just before it, as a copied after is, and pairs only with what came before it.
@@ -113,7 +118,9 @@ WITH i AS (
        ORDER BY s.captured_at LIMIT 1)
      LIMIT 1) b
    WHERE i.reason = 'post_create' AND i.pre_outcome = 'capture'
-), w AS (
+))SQL";
+
+constexpr const char* kWriteSnapshotsSql = R"SQL(, w AS (
   INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
                        client_addr, capture_ms, pair_of, captured_at)
   SELECT i.sid, i.schema_name, i.table_name,
@@ -138,7 +145,25 @@ WITH i AS (
     FROM i LEFT JOIN p ON p.ord = i.ord LEFT JOIN sup ON sup.ord = i.ord
    WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
   RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at, table_oid, database_name, reason
-), n AS (
+))SQL";
+
+// A write of befores only (every hold's, issue 21): what the afters' parts would compute for them
+// is known (no pair, no later table's shape, dated now), and a plan without those parts starts and
+// runs in less of the server's time, on the hold's path. Its rows and answer are the full write's.
+constexpr const char* kWriteBeforesSql = R"SQL(, w AS (
+  INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@, statement_kind, statement, session_user_name, application_name,
+                       client_addr, capture_ms, captured_at)
+  SELECT i.sid, i.schema_name, i.table_name, i.resource_identity, i.version, i.reason, $24, i.column_count,
+         i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available, i.extra::jsonb,
+         i.parser_version, i.normalization_version, i.layout_profile, i.header_quality, i.is_truncated, i.db,
+         i.table_oid, i.statement_kind, i.statement, i.session_user_name, i.application_name, i.client_addr,
+         i.capture_ms, now()
+    FROM i
+   WHERE i.pre_outcome = 'capture' AND NOT EXISTS (SELECT 1 FROM d WHERE d.ord = i.ord)
+  RETURNING id, schema_name, table_name, schema_hash, pair_of, captured_at, table_oid, database_name, reason
+))SQL";
+
+constexpr const char* kWriteEndSql = R"SQL(, n AS (
   -- Delivered when the write commits.
   SELECT @NOTIFY@ FROM w
 ), e AS (
@@ -306,10 +331,12 @@ void expand_snapshot_sql(std::string& sql, std::string_view row) {
 }
 
 StoreSql build_store_sql(const std::string& store, const std::string& events) {
-  StoreSql s{kWriteSql, kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql, kCopyAfterSql};
+  StoreSql s{std::string(kWriteRowsSql) + kWritePairingSql + kWriteSnapshotsSql + kWriteEndSql,
+             std::string(kWriteRowsSql) + kWriteBeforesSql + kWriteEndSql,
+             kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql, kCopyAfterSql};
   expand_pair_of(s.write);
   expand_pair_of(s.copy_after);
-  for (auto* sql : {&s.write, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after}) {
+  for (auto* sql : {&s.write, &s.write_befores, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after}) {
     expand_snapshot_sql(*sql, "w");
     replace_all(*sql, "@STORE@", store);
     replace_all(*sql, "@EVENTS@", events);

@@ -17,6 +17,7 @@ namespace predrop::capture {
 // SQL texts with the (already quoted) snapshot and ledger table names filled in.
 struct StoreSql {
   std::string write;     // snapshots + dedup + ledger
+  std::string write_befores;  // the same for a write of befores only (no pairing)
   std::string events;    // ledger rows only
   std::string hold;      // hold_ms onto snapshot and ledger rows
   std::string hold_events;  // hold_ms onto ledger rows only: no lock on the snapshot table, which may be held

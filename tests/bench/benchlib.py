@@ -60,6 +60,62 @@ def settle(h, timeout=60):
     return time.monotonic() - t0
 
 
+class ServerCpu:
+    """The server's CPU from /proc: every process of the cluster (the backends that ended are in the
+    postmaster's reaped-children times) and the share of predrop's own connections (capture, store),
+    so that a bench can say what a cycle costs the server as well as predrop. The server must run on
+    this host, as a bench's does; where /proc does not show it, sample() returns None."""
+
+    def __init__(self, h):
+        self.hz = os.sysconf("SC_CLK_TCK")
+        try:
+            data_dir = h.q("SHOW data_directory", db="postgres")[0][0]
+            with open(os.path.join(data_dir, "postmaster.pid")) as f:
+                self.postmaster = int(f.readline())
+        except (OSError, ValueError, IndexError):
+            self.postmaster = None
+
+    @staticmethod
+    def _stat(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()
+
+    def sample(self, h):
+        """(all of the server's ticks, {pid: ticks} of predrop's connections), or None."""
+        if self.postmaster is None:
+            return None
+        try:
+            pm = self._stat(self.postmaster)
+            total = sum(int(x) for x in pm[11:15])
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        f = self._stat(int(entry))
+                    except OSError:
+                        continue
+                    if int(f[1]) == self.postmaster:
+                        total += int(f[11]) + int(f[12])
+            own = {}
+            for (pid,) in h.q("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'predrop-%'", db="postgres"):
+                try:
+                    f = self._stat(pid)
+                except OSError:
+                    continue
+                own[pid] = int(f[11]) + int(f[12])
+            return total, own
+        except OSError:
+            return None
+
+    def us_per(self, before, after, count):
+        """(the server's CPU, predrop's connections' share) in µs per unit of count, between two
+        samples; None without both."""
+        if before is None or after is None or not count:
+            return None
+        own = sum(t - before[1][pid] for pid, t in after[1].items() if pid in before[1])
+        scale = 1e6 / self.hz / count
+        return (after[0] - before[0]) * scale, own * scale
+
+
 def bench_hold(name, script):
     """A holdlib.Hold (its own database and store) for a bench, with its pgbench script written to
     the work dir. The ground-truth event trigger is the tests': a bench measures the DROP as

@@ -41,7 +41,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import builds, pct, record, write_results, bench_hold, settle  # noqa: E402
+from benchlib import ServerCpu, builds, pct, record, write_results, bench_hold, settle  # noqa: E402
 
 CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
 SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
@@ -157,6 +157,7 @@ def main():
                 p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
         hz = os.sysconf("SC_CLK_TCK")
+        server = ServerCpu(h)
         h.exec("ALTER SYSTEM SET autovacuum = off", db="postgres")
         for durability in DURABILITY:
             h.exec("ALTER SYSTEM SET fsync = %s" % durability, db="postgres")
@@ -169,12 +170,14 @@ def main():
                 tps = {}
                 holds = {}
                 cpu = {}
+                server_cpu = {}
                 for rep in range(REPS):
                     for name, port, p in round_order(targets, rep):
                         reset_tables(h, clients)
                         vacuum_between_runs(h)
                         t0 = cpu_ticks(p.pid) if p else None
                         started = h.sq("SELECT now()")[0][0] if p else None
+                        s0 = server.sample(h)
                         v, note = run_pgbench(h, port, clients, script)
                         tps.setdefault(name, []).append(v)
                         line = "  c=%-3d round %d %-22s %8.1f tps%s" % (clients, rep + 1, name, v, note)
@@ -187,6 +190,16 @@ def main():
                             waited = settle(h)
                             if waited > 1:
                                 line += "  (its store work went on %.1f s after the run)" % waited
+                        else:
+                            time.sleep(0.3)  # the backends that ended are reaped: their CPU is the postmaster's
+                        # The store work a run left (settled above) is that run's.
+                        srv = server.us_per(s0, server.sample(h), v * SECONDS if v == v else 0)
+                        if srv:
+                            server_cpu.setdefault(name, []).append(srv)
+                            line += "  server CPU %5.0f us/cycle" % srv[0]
+                            if p:
+                                line += " (predrop's connections %.0f)" % srv[1]
+                        if p:
                             hs = [r[0] for r in h.sq(
                                 "SELECT hold_ms FROM predrop.drop_events WHERE occurred_at >= %s AND hold_ms IS NOT NULL "
                                 "AND statement_kind = 'drop_table' AND outcome <> 'policy_skip'", (started,))]
@@ -227,6 +240,14 @@ def main():
                     if cpu.get(name):
                         extra += "  predrop CPU %.0f us/cycle" % statistics.median(cpu[name])
                         record("churn", key + "_predrop_cpu_us_per_cycle", "%.0f" % statistics.median(cpu[name]))
+                    if server_cpu.get(name):
+                        total = statistics.median(x[0] for x in server_cpu[name])
+                        extra += "  server CPU %.0f us/cycle" % total
+                        record("churn", key + "_server_cpu_us_per_cycle", "%.0f" % total)
+                        if p:
+                            own = statistics.median(x[1] for x in server_cpu[name])
+                            extra += " (predrop's connections %.0f)" % own
+                            record("churn", key + "_server_cpu_predrop_conns_us_per_cycle", "%.0f" % own)
                     print("  c=%-3d %-24s median %8.1f tps  %.2fx direct%s" % (clients, name, med, ratio, extra), flush=True)
                     record("churn", key + "_tps", "%.1f" % med)
                     record("churn", key + "_x_direct", "%.2f" % ratio)
