@@ -111,7 +111,8 @@ class ServerCpu:
         samples; None without both."""
         if before is None or after is None or not count:
             return None
-        own = sum(t - before[1][pid] for pid, t in after[1].items() if pid in before[1])
+        # A connection opened during the run (the pool opens on demand) spent all of its CPU in it.
+        own = sum(t - before[1].get(pid, 0) for pid, t in after[1].items())
         scale = 1e6 / self.hz / count
         return (after[0] - before[0]) * scale, own * scale
 

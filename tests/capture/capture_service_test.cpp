@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "capture/capture.hpp"
+#include "capture/store_writer.hpp"
 #include "capture_fixture.hpp"
 
 namespace predrop::capture {
@@ -411,6 +412,69 @@ TEST_F(CaptureTest, DedupWindowSkipsSameShape) {
   EXPECT_EQ(sdb->value("SELECT count(*) FROM predrop.schema_snapshots"), "2");
   EXPECT_EQ(sdb->value("SELECT string_agg(outcome, ',' ORDER BY occurred_at) FROM predrop.drop_events"),
             "written,deduplicated,written");
+}
+
+// A hold's write of befores only (capture/store_writer.cpp, kWriteBeforesSql) leaves out the
+// parts that pair afters: given the same rows (one captured with every enrichment field, one
+// deduplicated against a stored shape, one whose table was missing), it answers and writes exactly
+// what the whole write does. Each runs in its own transaction, rolled back; now() is left out.
+TEST_F(CaptureTest, BeforesOnlyWriteWritesWhatTheWholeWriteDoes) {
+  db->exec("CREATE TABLE t (a int)");
+  cfg.dedup_window_s = 60;
+  {
+    CaptureService svc(cfg);
+    ASSERT_EQ(run(svc, request({table("public", "t")})).outcome, SnapshotOutcome::written);
+  }
+  const std::string stored_hash = sdb->value("SELECT schema_hash FROM predrop.schema_snapshots");
+
+  CapturedTable fresh;
+  fresh.snap.schema_name = "public";
+  fresh.snap.table_name = "fresh";
+  fresh.snap.table_oid = 4242;
+  fresh.snap.columns = {{"id", 1, "integer", 0.0, -1.0, {}, {}}, {"provincia", 2, "text", 0.25, 24.0, {"Salta", "Jujuy"}, {}}};
+  fresh.snap.row_count_estimate = 200;
+  fresh.snap.schema_hash = schema_hash({"id", "provincia"}, {});
+  fresh.snap.stats_available = true;
+  fresh.enrich = {"dataset-1", 3, "p1", "n1", "layout", "good", false};
+  CapturedTable same = fresh;
+  same.snap.table_name = "t";
+  same.snap.table_oid = 4343;
+  same.snap.schema_hash = stored_hash;
+  same.snap.columns = {{"a", 1, "integer", std::nullopt, std::nullopt, {}, {}}};
+
+  std::vector<WriteRow> rows(3);
+  rows[0] = {new_uuid(), new_uuid(), "public", "fresh", 4242, std::nullopt, "", &fresh, "", ""};
+  rows[1] = {new_uuid(), new_uuid(), "public", "t", 4343, std::nullopt, "", &same, "", ""};
+  rows[2] = {new_uuid(), new_uuid(), "public", "gone", std::nullopt, SnapshotOutcome::table_missing, "", nullptr, "", ""};
+  StatementContext ctx{src->name(), "postgres", "psql", "127.0.0.1", "drop_table", "DROP TABLE fresh, t, gone", "fp"};
+  const Params params = write_params({{&rows, &ctx, SnapshotReason::pre_drop, 1.25, "", ""}}, cfg);
+  const StoreSql sql = build_store_sql("predrop.schema_snapshots", "predrop.drop_events");
+
+  auto written_by = [&](const std::string& statement) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    std::string seen;
+    sdb->exec("BEGIN");
+    PGresult* r = PQexecParams(sdb->raw(), statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                               nullptr, nullptr, 0);
+    EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
+    for (int i = 0; i < PQntuples(r); ++i)
+      for (int j = 0; j < PQnfields(r); ++j) seen += std::string(PQgetisnull(r, i, j) ? "NULL" : PQgetvalue(r, i, j)) + "|";
+    PQclear(r);
+    for (const auto& row : sdb->exec("SELECT (to_jsonb(s) - 'captured_at')::text FROM predrop.schema_snapshots s ORDER BY id"))
+      seen += "\n" + row[0].value_or("NULL");
+    for (const auto& row : sdb->exec("SELECT (to_jsonb(e) - 'occurred_at')::text FROM predrop.drop_events e ORDER BY id"))
+      seen += "\n" + row[0].value_or("NULL");
+    sdb->exec("ROLLBACK");
+    return seen;
+  };
+  const std::string whole = written_by(sql.write), befores = written_by(sql.write_befores);
+  EXPECT_EQ(befores, whole);
+  // What the comparison covers: a row written, one deduplicated, one missing, each with a ledger row.
+  EXPECT_NE(whole.find("\"table_name\": \"fresh\""), std::string::npos) << whole;
+  EXPECT_NE(whole.find("\"resource_identity\": \"dataset-1\""), std::string::npos) << whole;
+  EXPECT_NE(whole.find("\"outcome\": \"deduplicated\""), std::string::npos) << whole;
+  EXPECT_NE(whole.find("\"outcome\": \"table_missing\""), std::string::npos) << whole;
 }
 
 TEST_F(CaptureTest, EnrichmentFailureNeverBlocksAndWideValuesAreClipped) {
