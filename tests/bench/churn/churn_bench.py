@@ -20,7 +20,10 @@ per-round ratios against the direct run of the same round. CHURN_DURABILITY ("of
 whole set with fsync and synchronous_commit off, then on (ALTER SYSTEM + reload).
 
 For every predrop run the ledger gives the hold's p50/p99 (hold_ms) of that run's DROPs, and
-/proc gives predrop's CPU per cycle. CHURN_BINS="label=/path/to/predrop ..." compares builds in one
+/proc gives predrop's CPU per cycle. For every run /proc also gives the server's CPU per cycle (all
+of the cluster's processes, the backends that ended included: benchlib.ServerCpu) and, through
+predrop, the share of predrop's own connections (capture and store), the work the hold and what
+follows it cost the server. CHURN_BINS="label=/path/to/predrop ..." compares builds in one
 run (before and after a change): each label gets its own instances, and cells are named
 label:mode.
 
