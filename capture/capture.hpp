@@ -4,6 +4,7 @@
 // (hash, array text, diff) live in capture/snapshot.hpp.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -152,13 +153,20 @@ struct TableResult {
   bool stats_available = false;   // written with a pg_stats profile
 };
 
-// Where a request's capture_ms went, phase by phase; a phase it never reached stays negative.
+// Where a request's capture_ms went, phase by phase.
+enum class CapturePhase : uint8_t {
+  capture_wait,  // until its catalog statement was sent: a capture connection, its group's leader,
+                 // the quarantine's preparation or yields
+  catalog,       // the catalog statement, sent to answered
+  store_wait,    // until its store statement was sent: its rows, a store connection
+  store_write,   // the store statement, sent to answered
+};
+// Each phase's name, in CapturePhase's order (predrop_capture_phase_seconds's label values).
+inline constexpr std::array<const char*, 4> kCapturePhaseNames{"capture_wait", "catalog", "store_wait", "store_write"};
+// Milliseconds by CapturePhase; a phase the request never reached stays negative.
 struct CapturePhases {
-  double capture_wait_ms = -1;  // until its catalog statement was sent: a capture connection, its
-                                // group's leader, the quarantine's preparation or yields
-  double catalog_ms = -1;       // the catalog statement, sent to answered
-  double store_wait_ms = -1;    // until its store statement was sent: its rows, a store connection
-  double store_write_ms = -1;   // the store statement, sent to answered
+  std::array<double, kCapturePhaseNames.size()> ms{-1, -1, -1, -1};
+  double& operator[](CapturePhase p) { return ms[static_cast<size_t>(p)]; }
 };
 
 struct SnapshotResult {

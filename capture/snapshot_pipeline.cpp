@@ -53,22 +53,21 @@ struct SnapshotJob {
 
 namespace {
 
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
 double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
+double ms_since(Clock::time_point t) { return ms_between(t, Clock::now()); }
+
 CapturePhases phases_of(const SnapshotJob& job) {
   constexpr Clock::time_point never{};
   CapturePhases p;
-  if (job.catalog_sent != never) p.capture_wait_ms = ms_between(job.started, job.catalog_sent);
-  if (job.catalog_answered != never) p.catalog_ms = ms_between(job.catalog_sent, job.catalog_answered);
+  if (job.catalog_sent != never) p[CapturePhase::capture_wait] = ms_between(job.started, job.catalog_sent);
+  if (job.catalog_answered != never) p[CapturePhase::catalog] = ms_between(job.catalog_sent, job.catalog_answered);
   if (job.write_sent != never)
-    p.store_wait_ms = ms_between(job.catalog_answered != never ? job.catalog_answered : job.started, job.write_sent);
-  if (job.write_answered != never) p.store_write_ms = ms_between(job.write_sent, job.write_answered);
+    p[CapturePhase::store_wait] =
+        ms_between(job.catalog_answered != never ? job.catalog_answered : job.started, job.write_sent);
+  if (job.write_answered != never) p[CapturePhase::store_write] = ms_between(job.write_sent, job.write_answered);
   return p;
 }
 
@@ -541,8 +540,8 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
     return m->req.reason == SnapshotReason::pre_drop &&
            std::all_of(m->rows.begin(), m->rows.end(), [](const WriteRow& r) { return r.dated_before.empty(); });
   });
-  BatchQuery q = befores_only ? BatchQuery{"predrop_store_write_befores_v1", sql.write_befores, write_params(groups, cfg_)}
-                              : BatchQuery{"predrop_store_write_v4", sql.write, write_params(groups, cfg_)};
+  BatchQuery q{befores_only ? "predrop_store_write_befores_v1" : "predrop_store_write_v4",
+               befores_only ? sql.write_befores : sql.write, write_params(groups, cfg_)};
   const auto sent = Clock::now();
   for (const auto& m : group) m->write_sent = sent;
   run(job, q, [this, job](PgResult r) {

@@ -183,13 +183,12 @@ std::string render_metrics(ProxyContext& ctx) {
   render_background_metrics(out);
   out += m.hold_duration.render("predrop_hold_duration_seconds", "Time a destructive statement was held.");
   out += m.capture_duration.render("predrop_capture_duration_seconds", "Time to capture and write a statement's snapshots.");
-  for (size_t i = 0; i < kCapturePhases.size(); ++i)
-    out += m.capture_phase[i].render(
-        "predrop_capture_phase_seconds",
-        i == 0 ? "Where a hold's capture time went: waiting for a capture connection, the catalog statement, "
-                 "waiting for a store connection, the store statement."
-               : "",
-        std::string("phase=\"") + kCapturePhases[i] + "\"");
+  header(out, "predrop_capture_phase_seconds", "histogram",
+         "Where a hold's capture time went: waiting for a capture connection, the catalog statement, "
+         "waiting for a store connection, the store statement.");
+  for (size_t i = 0; i < m.capture_phase.size(); ++i)
+    out += m.capture_phase[i].render_series("predrop_capture_phase_seconds",
+                                            std::string("phase=\"") + capture::kCapturePhaseNames[i] + "\"");
   header(out, "predrop_capture_pool_connections", "gauge", "Capture connections, by state.");
   const capture::CaptureStats& ps = cap;
   sample(out, "predrop_capture_pool_connections", "state=\"idle\"", ps.pool_idle);

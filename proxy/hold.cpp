@@ -253,11 +253,8 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
   const std::string& client = context_->client_addr;
   double hold_ms = ms_since(started_);
   metrics().capture_duration.observe(result.capture_ms / 1000.0);
-  const capture::CapturePhases& ph = result.phases;
-  const double phase_ms[] = {ph.capture_wait_ms, ph.catalog_ms, ph.store_wait_ms, ph.store_write_ms};
-  static_assert(std::size(phase_ms) == kCapturePhases.size());
-  for (size_t i = 0; i < kCapturePhases.size(); ++i)
-    if (phase_ms[i] >= 0) metrics().capture_phase[i].observe(phase_ms[i] / 1000.0);
+  for (size_t i = 0; i < result.phases.ms.size(); ++i)
+    if (result.phases.ms[i] >= 0) metrics().capture_phase[i].observe(result.phases.ms[i] / 1000.0);
   // A table whose outcome is checked gets its hold_ms with that outcome; the others (misses,
   // tables already gone) in one update of their own.
   std::vector<capture::TableResult> unconfirmed;

@@ -17,8 +17,12 @@ void Histogram::observe(double seconds) {
   sum_micros_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
 }
 
-std::string Histogram::render(const std::string& name, const std::string& help, const std::string& labels) const {
-  std::string out = help.empty() ? "" : "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+std::string Histogram::render(const std::string& name, const std::string& help) const {
+  return "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n" + render_series(name, "");
+}
+
+std::string Histogram::render_series(const std::string& name, const std::string& labels) const {
+  std::string out;
   const std::string le_prefix = labels.empty() ? "" : labels + ",";
   const std::string own = labels.empty() ? "" : "{" + labels + "}";
   char line[512];

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/capture.hpp"
 #include "capture/outcome.hpp"
 #include "capture/target.hpp"
 
@@ -19,8 +20,10 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double seconds);
-  // labels (`phase="catalog"`): one series of a family; its HELP and TYPE only where help is given.
-  std::string render(const std::string& name, const std::string& help, const std::string& labels = "") const;
+  // HELP, TYPE and the one series of an unlabelled histogram.
+  std::string render(const std::string& name, const std::string& help) const;
+  // One series of a family (labels `phase="catalog"`), without HELP and TYPE.
+  std::string render_series(const std::string& name, const std::string& labels) const;
 
  private:
   std::vector<double> bounds_;
@@ -38,8 +41,6 @@ inline constexpr std::array<SnapshotOutcome, 8> kSnapshotMetricOutcomes{
     SnapshotOutcome::capture_error, SnapshotOutcome::store_error,   SnapshotOutcome::policy_skip,
     SnapshotOutcome::disabled,    SnapshotOutcome::deduplicated};
 
-// predrop_capture_phase_seconds's phases, in capture::CapturePhases's order.
-inline constexpr std::array<const char*, 4> kCapturePhases{"capture_wait", "catalog", "store_wait", "store_write"};
 // A phase is a round trip or a wait, from a tenth of a millisecond.
 inline Histogram capture_phase_histogram() {
   return Histogram({0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5});
@@ -77,8 +78,8 @@ struct Metrics {
   std::atomic<uint64_t> reloads_failed{0};
   Histogram hold_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
   Histogram capture_duration{{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}};
-  // predrop_capture_phase_seconds, one series per kCapturePhases entry: where capture_duration went.
-  std::array<Histogram, kCapturePhases.size()> capture_phase{capture_phase_histogram(), capture_phase_histogram(),
+  // predrop_capture_phase_seconds, one series per capture::CapturePhase: where capture_duration went.
+  std::array<Histogram, capture::kCapturePhaseNames.size()> capture_phase{capture_phase_histogram(), capture_phase_histogram(),
                                          capture_phase_histogram(), capture_phase_histogram()};
 
   void count_snapshot(SnapshotOutcome o) { snapshots[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }

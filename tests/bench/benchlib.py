@@ -60,51 +60,73 @@ def settle(h, timeout=60):
     return time.monotonic() - t0
 
 
+def _proc_stat(pid):
+    """/proc/PID/stat's fields after the command name (so [1] is the parent, [11:15] the CPU ticks)."""
+    with open("/proc/%s/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def cpu_ticks(pid):
+    """A process's CPU ticks so far (user + system), or None once it is gone."""
+    try:
+        fields = _proc_stat(pid)
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def server_ticks(postmaster):
+    """CPU ticks of the whole cluster so far: the postmaster, its live children (backends, predrop's
+    pooled connections) and the children it reaped (pgbench's connections, once closed)."""
+    if postmaster is None:
+        return None
+    try:
+        total = sum(int(x) for x in _proc_stat(postmaster)[11:15])
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                st = _proc_stat(d)
+            except OSError:
+                continue
+            if int(st[1]) == postmaster:
+                total += int(st[11]) + int(st[12])
+        return total
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def postmaster_pid(data_directory):
+    """The cluster's postmaster, from postmaster.pid in its data directory (SHOW data_directory), or
+    None where this host cannot read it."""
+    try:
+        with open(os.path.join(data_directory, "postmaster.pid")) as f:
+            return int(f.readline())
+    except (OSError, ValueError):
+        return None
+
+
 class ServerCpu:
-    """The server's CPU from /proc: every process of the cluster (the backends that ended are in the
-    postmaster's reaped-children times) and the share of predrop's own connections (capture, store),
-    so that a bench can say what a cycle costs the server as well as predrop. The server must run on
-    this host, as a bench's does; where /proc does not show it, sample() returns None."""
+    """What a run costs the server, from /proc: the whole cluster (server_ticks) and the share of
+    predrop's own connections (capture, store), so that a bench can say what a cycle costs the server
+    as well as predrop. The server must run on this host, as a bench's does; where /proc does not
+    show it, sample() returns None."""
 
     def __init__(self, h):
         self.hz = os.sysconf("SC_CLK_TCK")
-        try:
-            data_dir = h.q("SHOW data_directory", db="postgres")[0][0]
-            with open(os.path.join(data_dir, "postmaster.pid")) as f:
-                self.postmaster = int(f.readline())
-        except (OSError, ValueError, IndexError):
-            self.postmaster = None
-
-    @staticmethod
-    def _stat(pid):
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()
+        self.postmaster = postmaster_pid(h.q("SHOW data_directory", db="postgres")[0][0])
 
     def sample(self, h):
         """(all of the server's ticks, {pid: ticks} of predrop's connections), or None."""
-        if self.postmaster is None:
+        total = server_ticks(self.postmaster)
+        if total is None:
             return None
-        try:
-            pm = self._stat(self.postmaster)
-            total = sum(int(x) for x in pm[11:15])
-            for entry in os.listdir("/proc"):
-                if entry.isdigit():
-                    try:
-                        f = self._stat(int(entry))
-                    except OSError:
-                        continue
-                    if int(f[1]) == self.postmaster:
-                        total += int(f[11]) + int(f[12])
-            own = {}
-            for (pid,) in h.q("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'predrop-%'", db="postgres"):
-                try:
-                    f = self._stat(pid)
-                except OSError:
-                    continue
-                own[pid] = int(f[11]) + int(f[12])
-            return total, own
-        except OSError:
-            return None
+        own = {}
+        for (pid,) in h.q("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'predrop-%'", db="postgres"):
+            ticks = cpu_ticks(pid)
+            if ticks is not None:
+                own[pid] = ticks
+        return total, own
 
     def us_per(self, before, after, count):
         """(the server's CPU, predrop's connections' share) in µs per unit of count, between two

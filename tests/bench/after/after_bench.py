@@ -43,7 +43,8 @@ SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "support"))
 from predrop_harness import Predrop  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, ".."))
-from benchlib import free_port, pct, record, write_results  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import cpu_ticks, free_port, pct, record, server_ticks, write_results  # noqa: E402
 
 SECONDS = int(os.environ.get("AFTER_BENCH_SECONDS", "8"))
 CLIENTS = int(os.environ.get("AFTER_BENCH_CLIENTS", "8"))
@@ -85,45 +86,10 @@ def exec_sql(db, sql, params=None, port=None):
         c.close()
 
 
-def cpu_ticks(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def server_ticks(postmaster):
-    """CPU ticks of the whole cluster so far: the postmaster, its live children (backends, predrop's
-    pooled connections) and the children it reaped (pgbench's connections, once closed)."""
-    if postmaster is None:
-        return None
-    try:
-        with open("/proc/%d/stat" % postmaster) as f:
-            pm = f.read().rsplit(")", 1)[1].split()
-        total = sum(int(x) for x in pm[11:15])
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(st[1]) == postmaster:
-                total += int(st[11]) + int(st[12])
-        return total
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def postmaster_pid():
     try:
-        data = exec_sql("postgres", "SHOW data_directory")[0][0]
-        with open(os.path.join(data, "postmaster.pid")) as f:
-            return int(f.readline())
-    except (OSError, ValueError, psycopg2.Error):
+        return benchlib.postmaster_pid(exec_sql("postgres", "SHOW data_directory")[0][0])
+    except psycopg2.Error:
         return None
 
 

@@ -44,7 +44,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import ServerCpu, builds, pct, record, write_results, bench_hold, settle  # noqa: E402
+from benchlib import ServerCpu, builds, cpu_ticks, pct, record, write_results, bench_hold, settle  # noqa: E402
 
 CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
 SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
@@ -93,15 +93,6 @@ def config_of(mode):
         else:
             text += section + ":\n" + "".join(lines)
     return text or None
-
-
-def cpu_ticks(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except OSError:
-        return None
 
 
 def reset_tables(h, n):
