@@ -3,7 +3,7 @@
 
 Lines of results.tsv (tab-separated):
   pgbench  <cell e.g. "-S c=16 prepared">  <target>  <tps>  <latency ms>  <failed>  <proxy CPU us/tx or ->
-           [<proxy syscalls/tx or ->  <proxy context switches/tx or ->]
+           [<proxy syscalls/tx or ->  <proxy context switches/tx or ->  [<server CPU us/tx or ->]]
   copy     <test: out|in>                  <target>  <seconds>  <bytes>  <proxy CPU ms or ->  <server backend CPU ms or ->
   rss      <target>  <clients>  <VmRSS kB>  <RssAnon kB>
 Targets: direct, pgbouncer, predrop, and in pgbench lines optionally predrop_alt (a second predrop
@@ -72,7 +72,8 @@ def main():
             if f[1] not in order:
                 order.append(f[1])
             pg[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]), num(f[6]) if len(f) > 6 else None,
-                                   num(f[7]) if len(f) > 7 else None, num(f[8]) if len(f) > 8 else None))
+                                   num(f[7]) if len(f) > 7 else None, num(f[8]) if len(f) > 8 else None,
+                                   num(f[9]) if len(f) > 9 else None))
         elif f[0] == "copy":
             copy[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]) if len(f) > 5 else None,
                                      num(f[6]) if len(f) > 6 else None))
@@ -115,6 +116,17 @@ def main():
                              per("predrop", 5, "{:.2f}"), per("pgbouncer", 5, "{:.2f}")])
             table(["cell", "predrop CPU us", "pgb CPU us", "predrop syscalls", "pgb syscalls",
                    "predrop ctx switches", "pgb ctx switches"], rows)
+
+        if any(x[6] is not None for cell in order for t in TARGETS for x in pg[cell][t]):
+            targets = [t for t in (*TARGETS, "predrop_alt") if any(pg[cell][t] for cell in order)]
+            print("per transaction, the server's CPU behind each target (the whole cluster, from /proc, over the\n"
+                  "counted seconds; median of repetitions). A tps ratio the proxies' own CPU does not explain shows\n"
+                  "here: PgBouncer's session pool hands each run the backends earlier runs warmed, while behind\n"
+                  "predrop and direct each run's backends are new and still fault in shared buffers.\n")
+            rows = [[cell, *(fmt(med([x[6] for x in pg[cell][t]]), "{:.1f}") for t in targets),
+                     fmt(ratio(med([x[6] for x in pg[cell]["predrop"]]), med([x[6] for x in pg[cell]["pgbouncer"]])), "{:.2f}")]
+                    for cell in order]
+            table(["cell", *("server us/tx behind " + t for t in targets), "predrop/pgb"], rows)
 
     alt_cells = [cell for cell in order if pg[cell]["predrop_alt"]]
     if alt_cells:

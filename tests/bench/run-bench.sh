@@ -3,7 +3,7 @@
 # then calls this). Side by side, direct / pgbouncer / predrop, on 127.0.0.1 TCP:
 #   1. pgbench -S for 'BENCH_CLIENTS' x 'BENCH_MODES', BENCH_SECONDS each counted after
 #      BENCH_CELL_WARMUP seconds of the same run (-j 2; -j 1 for -c 1), with the proxies' CPU per
-#      transaction from /proc/PID/stat over the counted seconds
+#      transaction from /proc/PID/stat over the counted seconds, and the whole cluster's
 #   2. COPY OUT and COPY IN of ~BENCH_COPY_MB MB (unlogged tables), wall time with date +%s.%N, and
 #      the proxies' CPU time per COPY
 #   3. RSS of a fresh predrop and a fresh pgbouncer holding BENCH_IDLE_STEPS idle clients; per client is
@@ -67,6 +67,18 @@ fi
 # perf_per_tx FILE EVENT N: EVENT's count in perf stat's CSV FILE, divided by N ("-" if absent).
 perf_per_tx() { awk -F, -v e="$2" -v n="$3" '$3 == e && $1 ~ /^[0-9]+$/ && n > 0 { printf "%.2f", $1 / n; found = 1 }
   END { if (!found) print "-" }' "$1" 2>/dev/null || echo -; }
+# The whole cluster's CPU ticks so far (tests/bench/benchlib.py: its live processes and the children
+# the postmaster reaped), so that each pgbench cell also says what a transaction cost the server
+# behind each target: a tps ratio the proxies' own CPU does not explain shows there (behind
+# PgBouncer's session pool the backends are the ones earlier runs warmed; behind predrop and
+# direct each run's backends are new and fault in shared buffers as they go).
+POSTMASTER=$(awk 'NR == 1' "$(direct_sql "SHOW data_directory")/postmaster.pid" 2>/dev/null || true)
+[ -n "$POSTMASTER" ] || log "the cluster's postmaster.pid is unreadable here: no server CPU per transaction"
+server_ticks() {
+  [ -n "$POSTMASTER" ] || { echo ""; return; }
+  /usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import benchlib
+t = benchlib.server_ticks(int(sys.argv[2])); print("" if t is None else t)' "$here" "$POSTMASTER" 2>/dev/null || echo ""
+}
 # Rotate the order of the targets from one measurement to the next (the host drifts).
 rot=0
 targets_rotated() {
@@ -105,6 +117,7 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
           bench_pid=$!
           sleep "$CELL_WARMUP"
           t0=$(cpu_ticks "$pid")
+          s0=$(server_ticks)
           perf_pid=""
           if [ "$PERF_STAT" = 1 ] && [ -n "$pid" ]; then
             perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$pid" -o "$out.perf" >/dev/null 2>&1 &
@@ -112,6 +125,7 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
           fi
           wait "$bench_pid" || true
           t1=$(cpu_ticks "$pid")
+          s1=$(server_ticks)
           if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
           steady=$(awk -v w="$CELL_WARMUP" '/^progress: / { t = $2 + 0; if (t > w) { tx += $4; lat += $7; n++ } }
             END { if (n) printf "%.1f %.3f %.0f", tx / n, lat / n, tx }' "$out")
@@ -120,6 +134,10 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
           cpu=-
           if [ -n "$t0" ] && [ -n "$t1" ] && [ -n "$processed" ] && [ "$processed" -gt 0 ]; then
             cpu=$(awk -v a="$t0" -v b="$t1" -v n="$processed" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')
+          fi
+          server_cpu=-
+          if [ -n "$s0" ] && [ -n "$s1" ] && [ -n "$processed" ] && [ "$processed" -gt 0 ]; then
+            server_cpu=$(awk -v a="$s0" -v b="$s1" -v n="$processed" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')
           fi
           sys=- cs=-
           if [ -n "$perf_pid" ] && [ -n "$processed" ]; then
@@ -130,8 +148,8 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
             log "$cell $target: pgbench failed: $(tail -n 3 "$out" | tr '\n' ' ')"
             failed=${failed:-all}
           fi
-          printf 'pgbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" >>"$results"
-          log "$(printf '%-22s %-9s tps=%-10s lat=%-7s ms failed=%s cpu/tx=%s us syscalls/tx=%s cs/tx=%s' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs")"
+          printf 'pgbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" "$server_cpu" >>"$results"
+          log "$(printf '%-22s %-9s tps=%-10s lat=%-7s ms failed=%s cpu/tx=%s us syscalls/tx=%s cs/tx=%s server/tx=%s us' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" "$server_cpu")"
         done
       done
     done
