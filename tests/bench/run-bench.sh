@@ -79,6 +79,15 @@ server_ticks() {
   /usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import benchlib
 t = benchlib.server_ticks(int(sys.argv[2])); print("" if t is None else t)' "$here" "$POSTMASTER" 2>/dev/null || echo ""
 }
+# ticks_per_tx_us T0 T1 N: the CPU microseconds between two tick readings, per transaction ("-" when
+# a reading or the count is missing).
+ticks_per_tx_us() {
+  if [ -n "$1" ] && [ -n "$2" ] && [ -n "$3" ] && [ "$3" -gt 0 ]; then
+    awk -v a="$1" -v b="$2" -v n="$3" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }'
+  else
+    echo -
+  fi
+}
 # Rotate the order of the targets from one measurement to the next (the host drifts).
 rot=0
 targets_rotated() {
@@ -131,14 +140,8 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
             END { if (n) printf "%.1f %.3f %.0f", tx / n, lat / n, tx }' "$out")
           read -r tps lat processed <<<"${steady:-}" || true
           failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' "$out")
-          cpu=-
-          if [ -n "$t0" ] && [ -n "$t1" ] && [ -n "$processed" ] && [ "$processed" -gt 0 ]; then
-            cpu=$(awk -v a="$t0" -v b="$t1" -v n="$processed" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')
-          fi
-          server_cpu=-
-          if [ -n "$s0" ] && [ -n "$s1" ] && [ -n "$processed" ] && [ "$processed" -gt 0 ]; then
-            server_cpu=$(awk -v a="$s0" -v b="$s1" -v n="$processed" -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')
-          fi
+          cpu=$(ticks_per_tx_us "$t0" "$t1" "$processed")
+          server_cpu=$(ticks_per_tx_us "$s0" "$s1" "$processed")
           sys=- cs=-
           if [ -n "$perf_pid" ] && [ -n "$processed" ]; then
             sys=$(perf_per_tx "$out.perf" raw_syscalls:sys_enter "$processed")
