@@ -163,9 +163,12 @@ enum class CapturePhase : uint8_t {
 };
 // Each phase's name, in CapturePhase's order (predrop_capture_phase_seconds's label values).
 inline constexpr std::array<const char*, 4> kCapturePhaseNames{"capture_wait", "catalog", "store_wait", "store_write"};
+static_assert(kCapturePhaseNames.size() == static_cast<size_t>(CapturePhase::store_write) + 1,
+              "a name for every CapturePhase");
 // Milliseconds by CapturePhase; a phase the request never reached stays negative.
 struct CapturePhases {
-  std::array<double, kCapturePhaseNames.size()> ms{-1, -1, -1, -1};
+  CapturePhases() { ms.fill(-1); }
+  std::array<double, kCapturePhaseNames.size()> ms;
   double& operator[](CapturePhase p) { return ms[static_cast<size_t>(p)]; }
 };
 

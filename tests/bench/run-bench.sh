@@ -72,13 +72,13 @@ perf_per_tx() { awk -F, -v e="$2" -v n="$3" '$3 == e && $1 ~ /^[0-9]+$/ && n > 0
 # behind each target: a tps ratio the proxies' own CPU does not explain shows there (behind
 # PgBouncer's session pool the backends are the ones earlier runs warmed; behind predrop and
 # direct each run's backends are new and fault in shared buffers as they go).
-POSTMASTER=$(awk 'NR == 1' "$(direct_sql "SHOW data_directory")/postmaster.pid" 2>/dev/null || true)
-[ -n "$POSTMASTER" ] || log "the cluster's postmaster.pid is unreadable here: no server CPU per transaction"
+DATA_DIRECTORY=$(direct_sql "SHOW data_directory")
 server_ticks() {
-  [ -n "$POSTMASTER" ] || { echo ""; return; }
   /usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import benchlib
-t = benchlib.server_ticks(int(sys.argv[2])); print("" if t is None else t)' "$here" "$POSTMASTER" 2>/dev/null || echo ""
+t = benchlib.server_ticks(benchlib.postmaster_pid(sys.argv[2])); print("" if t is None else t)' \
+    "$here" "$DATA_DIRECTORY" 2>/dev/null || echo ""
 }
+[ -n "$(server_ticks)" ] || log "the cluster's processes are not readable here: no server CPU per transaction"
 # ticks_per_tx_us T0 T1 N: the CPU microseconds between two tick readings, per transaction ("-" when
 # a reading or the count is missing).
 ticks_per_tx_us() {

@@ -43,8 +43,7 @@ SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "support"))
 from predrop_harness import Predrop  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, ".."))
-import benchlib  # noqa: E402
-from benchlib import cpu_ticks, free_port, pct, record, server_ticks, write_results  # noqa: E402
+from benchlib import cpu_ticks, free_port, pct, postmaster_pid, record, server_ticks, write_results  # noqa: E402
 
 SECONDS = int(os.environ.get("AFTER_BENCH_SECONDS", "8"))
 CLIENTS = int(os.environ.get("AFTER_BENCH_CLIENTS", "8"))
@@ -86,9 +85,9 @@ def exec_sql(db, sql, params=None, port=None):
         c.close()
 
 
-def postmaster_pid():
+def cluster_postmaster():
     try:
-        return benchlib.postmaster_pid(exec_sql("postgres", "SHOW data_directory")[0][0])
+        return postmaster_pid(exec_sql("postgres", "SHOW data_directory")[0][0])
     except psycopg2.Error:
         return None
 
@@ -202,7 +201,7 @@ def churn(b, on, off):
     exec_sql(b.store_db, "ANALYZE predrop.schema_snapshots")
     exec_sql(b.store_db, "ANALYZE predrop.drop_events")
     runs = {}
-    pm = postmaster_pid()
+    pm = cluster_postmaster()
     for rep in range(REPS):
         # On and off side by side in every repetition (the host's speed drifts), each first in turn.
         order = targets if rep % 2 == 0 else targets[::-1]
