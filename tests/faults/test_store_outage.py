@@ -7,6 +7,8 @@ answers again a later DROP gets a written snapshot and ledger row, from the same
 and the ledger rows of the misses arrive from predrop's bounded retry queue.
 """
 
+import time
+
 import psycopg2
 
 import faultlib
@@ -92,7 +94,14 @@ def run(h, cl):
     check_outage_drop(h, hist, "store still dead", "killed2", faultlib.log_length(h))
 
     # ---- started again: the next drop gets a written snapshot ----
+    # The drop waits until predrop's own probe finds the store writable, as an operator's readiness
+    # check would: the first connection to a cluster fresh from crash recovery rebuilds its caches,
+    # and on a loaded host that alone has outlasted the 400 ms hold (a CI run of PostgreSQL 17).
     cl.start()
+    t0 = time.monotonic()
+    ready = h.wait_for(lambda: h.readyz()[0] == 200, timeout=20)
+    h.check(ready, "store back: predrop's /readyz says ready again (%.0f ms after the start)"
+            % ((time.monotonic() - t0) * 1000), h.readyz())
     err, ms = faultlib.drop_through(h, "back2")
     h.check(err is None, "store back: DROP TABLE back2 succeeded (%.0f ms)" % ms, err)
     check_written(h, cl, "store back", "back2", oids["back2"])

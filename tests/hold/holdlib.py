@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import psycopg2
@@ -285,6 +286,14 @@ class Hold:
     def metrics(self):
         with urllib.request.urlopen("http://%s/metrics" % self.admin, timeout=5) as r:
             return r.read().decode()
+
+    def readyz(self):
+        """(HTTP status, body) of predrop's /readyz: 200 once the upstream answers and the store is writable."""
+        try:
+            with urllib.request.urlopen("http://%s/readyz" % self.admin, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
 
     def metric(self, name, labels=""):
         pat = re.compile(r"^%s%s\s+([0-9.eE+-]+)$" % (re.escape(name), re.escape("{%s}" % labels) if labels else ""),
