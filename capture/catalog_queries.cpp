@@ -104,17 +104,18 @@ SELECT tree.tord, c.oid, n.nspname, c.relname, c.relkind,
      ORDER BY s.attname, s.inherited) st ON st.attname = a.attname
  ORDER BY tree.tord, c.oid, a.attnum
 )SQL";
-// Proper mode: an array whose stored size is within @VALUES@ x @CHARS@ bytes goes whole, as the
-// text of its one output, and parse_proper (capture/snapshot.cpp) takes its first @VALUES@ values
-// and clips each as left() would; only a larger one is sliced on the server, and clipped there when
-// its text is over that too, so that no read carries much more than that (text can run to about
-// three times the stored size: timestamps, bytea). Slicing on the server costs an output, a parse
-// and another output of each array: a quarter of a catalog read of 300 analysed tables, 48 against
-// 36 ms of execution and 61 against 44 ms at the client (issue 21). SQL_ASCII counts bytes where we
-// count UTF-8 characters, so there the server clips. (At most 10,000 x 100,000: the product fits an
-// int.)
+// Proper mode: an array stored uncompressed in at most @VALUES@ x @CHARS@ bytes goes whole, as
+// the text of its one output, and parse_proper (capture/snapshot.cpp) takes its first @VALUES@
+// values and clips each as left() would; any other is sliced on the server, and clipped there when
+// its text is over that bound too, so that no read carries much more than that (text can run to
+// about three times the stored size: timestamps, bytea). A compressed array's stored size says
+// nothing of its text: 20 values of 880 characters were 334 bytes in pg_statistic and 17,651 as
+// text. Slicing on the server costs an output, a parse and another output of each array: a quarter
+// of a catalog read of 300 analysed tables, 48 against 36 ms of execution and 61 against 44 ms at
+// the client (issue 21). SQL_ASCII counts bytes where we count UTF-8 characters, so there the
+// server clips. (At most 10,000 x 100,000: the product fits an int.)
 constexpr const char* kProperArray =
-    "CASE WHEN pg_column_size(s.@COL@) <= @VALUES@::int * @CHARS@::int "
+    "CASE WHEN pg_column_size(s.@COL@) <= @VALUES@::int * @CHARS@::int AND pg_column_compression(s.@COL@) IS NULL "
     "AND current_setting('server_encoding') <> 'SQL_ASCII' THEN s.@COL@::text "
     "ELSE (CASE WHEN octet_length(s.@COL@::text) <= @VALUES@::int * @CHARS@::int "
     "AND current_setting('server_encoding') <> 'SQL_ASCII' THEN (s.@COL@::text::text[])[1:@VALUES@::int] "
@@ -179,8 +180,8 @@ BatchQuery capture_query(const SnapshotRequest& request, const ProfileBounds& bo
                            lean_proper = capture_sql(true, false), lean_naive = capture_sql(true, true);
   const bool lean = std::all_of(request.targets.begin(), request.targets.end(),
                                 [](const TargetSpec& t) { return names_relation(t.kind); });
-  BatchQuery q{lean ? (naive ? "predrop_capture_naive_lean_v2" : "predrop_capture_proper_lean_v3")
-                    : (naive ? "predrop_capture_naive_v4" : "predrop_capture_proper_v5"),
+  BatchQuery q{lean ? (naive ? "predrop_capture_naive_lean_v2" : "predrop_capture_proper_lean_v4")
+                    : (naive ? "predrop_capture_naive_v4" : "predrop_capture_proper_v6"),
                lean ? (naive ? lean_naive : lean_proper) : (naive ? full_naive : full_proper), target_params(request)};
   if (lean) q.params.pop_back();                                           // $5, the roles: none
   q.params.push_back(std::to_string(bounds.max_values));                   // values

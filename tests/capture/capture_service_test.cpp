@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "capture/capture.hpp"
+#include "capture/catalog_queries.hpp"
 #include "capture/store_writer.hpp"
 #include "capture_fixture.hpp"
 
@@ -106,6 +107,48 @@ TEST_F(CaptureTest, LongValuesClipToTheSameCharactersOnEitherSide) {
       for (const auto& v : mcv) EXPECT_EQ(v.get<std::string>(), clipped) << (lean ? "lean " : "full ") << profile[col]["name"];
     }
     sdb->exec("DELETE FROM predrop.schema_snapshots WHERE table_name = 'long_values'");
+  }
+}
+
+// No array in a catalog read is much longer than the profile keeps (20 values of 120 characters),
+// whatever its statistics row stores: an array that goes whole (kProperArray) is one stored
+// uncompressed within the bound. Twenty values of 880 characters repeat enough to compress to a
+// few hundred bytes in pg_statistic; as text they are 17 KB, which only the server's slicing and
+// clipping keeps out of the read. Both reads, the lean one and the full one.
+TEST_F(CaptureTest, NoArrayInTheCatalogReadOutgrowsTheProfileBound) {
+  db->exec(R"(
+    CREATE TABLE public.compressible (v text, few text);
+    INSERT INTO public.compressible SELECT repeat('abcdefgh', 110) || (g % 20), 'x' || (g % 3) FROM generate_series(1, 4000) g;
+    ANALYZE public.compressible;)");
+  ASSERT_EQ(db->value("SELECT pg_column_compression(most_common_vals) IS NOT NULL AND octet_length(most_common_vals::text) > 3 * 20 * 120 "
+                      "FROM pg_stats WHERE tablename = 'compressible' AND attname = 'v'"), "t")
+      << "the statistics row no longer stores the long values compressed: the test proves nothing";
+  std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(conninfo_for(src->name()).c_str()), PQfinish);
+  ASSERT_EQ(PQstatus(conn.get()), CONNECTION_OK) << PQerrorMessage(conn.get());
+  std::string clipped;
+  for (int i = 0; i < 15; ++i) clipped += "abcdefgh";
+  for (bool lean : {true, false}) {
+    std::vector<TargetSpec> targets{table("public", "compressible")};
+    if (!lean) targets.push_back({TargetKind::schema, "", "no_such_schema", {}, {}, 0});
+    auto q = capture_query(request(targets), ProfileBounds{}, false);
+    std::vector<const char*> values;
+    for (const auto& p : q.params) values.push_back(p ? p->c_str() : nullptr);
+    PgResult r;
+    r.res.reset(PQexecParams(conn.get(), q.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                             nullptr, nullptr, 0),
+                PQclear);
+    ASSERT_EQ(PQresultStatus(r.res.get()), PGRES_TUPLES_OK) << PQerrorMessage(conn.get());
+    ASSERT_EQ(r.rows(), 2);
+    for (int row = 0; row < 2; ++row)
+      for (int col : {12, 13})  // most_common_vals, histogram_bounds: 20 values of 120 one-byte characters, quoted
+        EXPECT_LE(r.is_null(row, col) ? 0 : static_cast<int>(r.text(row, col).size()), 20 * (120 + 3) + 2)
+            << (lean ? "lean " : "full ") << r.text(row, 7) << " column " << col;
+    auto catalog = parse_capture(r, targets.size(), ProfileBounds{}, false);
+    ASSERT_EQ(catalog.tables.size(), 1u);
+    const auto& v = catalog.tables[0].snap.columns.at(0);
+    ASSERT_EQ(v.name, "v");
+    EXPECT_EQ(v.most_common_vals.size(), 20u) << (lean ? "lean" : "full");
+    for (const auto& value : v.most_common_vals) EXPECT_EQ(value, clipped) << (lean ? "lean" : "full");
   }
 }
 
