@@ -123,21 +123,14 @@ TEST_F(CaptureTest, NoArrayInTheCatalogReadOutgrowsTheProfileBound) {
   ASSERT_EQ(db->value("SELECT pg_column_compression(most_common_vals) IS NOT NULL AND octet_length(most_common_vals::text) > 3 * 20 * 120 "
                       "FROM pg_stats WHERE tablename = 'compressible' AND attname = 'v'"), "t")
       << "the statistics row no longer stores the long values compressed: the test proves nothing";
-  std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(conninfo_for(src->name()).c_str()), PQfinish);
-  ASSERT_EQ(PQstatus(conn.get()), CONNECTION_OK) << PQerrorMessage(conn.get());
   std::string clipped;
   for (int i = 0; i < 15; ++i) clipped += "abcdefgh";
   for (bool lean : {true, false}) {
     std::vector<TargetSpec> targets{table("public", "compressible")};
     if (!lean) targets.push_back({TargetKind::schema, "", "no_such_schema", {}, {}, 0});
     auto q = capture_query(request(targets), ProfileBounds{}, false);
-    std::vector<const char*> values;
-    for (const auto& p : q.params) values.push_back(p ? p->c_str() : nullptr);
-    PgResult r;
-    r.res.reset(PQexecParams(conn.get(), q.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                             nullptr, nullptr, 0),
-                PQclear);
-    ASSERT_EQ(PQresultStatus(r.res.get()), PGRES_TUPLES_OK) << PQerrorMessage(conn.get());
+    PgResult r{db->exec_params(q.sql, q.params), ""};
+    ASSERT_EQ(PQresultStatus(r.res.get()), PGRES_TUPLES_OK) << PQresultErrorMessage(r.res.get());
     ASSERT_EQ(r.rows(), 2);
     for (int row = 0; row < 2; ++row)
       for (int col : {12, 13})  // most_common_vals, histogram_bounds: 20 values of 120 one-byte characters, quoted
@@ -149,6 +142,35 @@ TEST_F(CaptureTest, NoArrayInTheCatalogReadOutgrowsTheProfileBound) {
     ASSERT_EQ(v.name, "v");
     EXPECT_EQ(v.most_common_vals.size(), 20u) << (lean ? "lean" : "full");
     for (const auto& value : v.most_common_vals) EXPECT_EQ(value, clipped) << (lean ? "lean" : "full");
+  }
+}
+
+// In a SQL_ASCII database the server counts bytes where predrop counts UTF-8 characters, so there
+// the server slices and clips every array, as left() does in that database, whatever its size
+// (kProperArray): three values of 300 'é' (600 bytes each) keep their first 120 bytes, 60 'é',
+// where a UTF-8 database keeps 120 'é' (LongValuesClipToTheSameCharactersOnEitherSide).
+TEST_F(CaptureTest, ASqlAsciiDatabaseClipsValuesAsItsOwnLeftDoes) {
+  TempDatabase ascii("cap_ascii", "SQL_ASCII");
+  Db adb(ascii.name());
+  adb.exec(R"(
+    CREATE TABLE public.long_values (few text);
+    INSERT INTO public.long_values SELECT repeat('é', 300) || (g % 3) FROM generate_series(1, 4000) g;
+    ANALYZE public.long_values;)");
+  const std::string server_clip = adb.value("SELECT left(repeat('é', 300), 120)");
+  ASSERT_EQ(server_clip.size(), 120u);
+  for (bool lean : {true, false}) {
+    std::vector<TargetSpec> targets{table("public", "long_values")};
+    if (!lean) targets.push_back({TargetKind::schema, "", "no_such_schema", {}, {}, 0});
+    auto req = request(targets);
+    req.ctx.database = ascii.name();
+    auto q = capture_query(req, ProfileBounds{}, false);
+    PgResult r{adb.exec_params(q.sql, q.params), ""};
+    ASSERT_EQ(PQresultStatus(r.res.get()), PGRES_TUPLES_OK) << PQresultErrorMessage(r.res.get());
+    auto catalog = parse_capture(r, targets.size(), ProfileBounds{}, false);
+    ASSERT_EQ(catalog.tables.size(), 1u);
+    const auto& few = catalog.tables[0].snap.columns.at(0);
+    EXPECT_EQ(few.most_common_vals.size(), 3u) << (lean ? "lean" : "full");
+    for (const auto& v : few.most_common_vals) EXPECT_EQ(v, server_clip) << (lean ? "lean" : "full");
   }
 }
 
@@ -494,16 +516,13 @@ TEST_F(CaptureTest, BeforesOnlyWriteWritesWhatTheWholeWriteDoes) {
   const StoreSql sql = build_store_sql("predrop.schema_snapshots", "predrop.drop_events");
 
   auto written_by = [&](const std::string& statement) {
-    std::vector<const char*> values;
-    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
     std::string seen;
     sdb->exec("BEGIN");
-    PGresult* r = PQexecParams(sdb->raw(), statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                               nullptr, nullptr, 0);
+    auto res = sdb->exec_params(statement, params);
+    PGresult* r = res.get();
     EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
     for (int i = 0; i < PQntuples(r); ++i)
       for (int j = 0; j < PQnfields(r); ++j) seen += std::string(PQgetisnull(r, i, j) ? "NULL" : PQgetvalue(r, i, j)) + "|";
-    PQclear(r);
     for (const auto& row : sdb->exec("SELECT (to_jsonb(s) - 'captured_at')::text FROM predrop.schema_snapshots s ORDER BY id"))
       seen += "\n" + row[0].value_or("NULL");
     for (const auto& row : sdb->exec("SELECT (to_jsonb(e) - 'occurred_at')::text FROM predrop.drop_events e ORDER BY id"))

@@ -72,6 +72,15 @@ class Db {
     if (rows.empty() || rows[0].empty() || !rows[0][0]) return "<null>";
     return *rows[0][0];
   }
+  // One statement with text parameters (a capture or store statement as predrop sends it); the
+  // caller checks the status.
+  std::shared_ptr<PGresult> exec_params(const std::string& sql, const std::vector<std::optional<std::string>>& params) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    return std::shared_ptr<PGresult>(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                                  values.data(), nullptr, nullptr, 0),
+                                     PQclear);
+  }
   PGconn* raw() { return conn_.get(); }
 
  private:
@@ -81,8 +90,10 @@ class Db {
 // A database created for one test and dropped after it.
 class TempDatabase {
  public:
-  explicit TempDatabase(const std::string& prefix) : name_(unique_name(prefix)) {
-    Db("postgres").exec("CREATE DATABASE " + name_);
+  // encoding: the database's, with the C locale that any encoding accepts; empty: the cluster's.
+  explicit TempDatabase(const std::string& prefix, const std::string& encoding = "") : name_(unique_name(prefix)) {
+    Db("postgres").exec("CREATE DATABASE " + name_ +
+                        (encoding.empty() ? "" : " TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C' ENCODING '" + encoding + "'"));
   }
   ~TempDatabase() {
     try {
