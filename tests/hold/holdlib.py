@@ -283,17 +283,23 @@ class Hold:
                            timeout=timeout)
         return Run(r.returncode, r.stdout, r.stderr, time.monotonic() - t0)
 
-    def metrics(self):
-        with urllib.request.urlopen("http://%s/metrics" % self.admin, timeout=5) as r:
-            return r.read().decode()
-
-    def readyz(self):
-        """(HTTP status, body) of predrop's /readyz: 200 once the upstream answers and the store is writable."""
+    def admin_get(self, path):
+        """(HTTP status, body) of a GET on predrop's admin endpoint."""
         try:
-            with urllib.request.urlopen("http://%s/readyz" % self.admin, timeout=5) as r:
+            with urllib.request.urlopen("http://%s%s" % (self.admin, path), timeout=5) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
+
+    def metrics(self):
+        status, body = self.admin_get("/metrics")
+        if status != 200:
+            raise RuntimeError("predrop /metrics answered %d: %s" % (status, body[:200]))
+        return body
+
+    def readyz(self):
+        """(HTTP status, body) of predrop's /readyz: 200 once the upstream answers and the store is writable."""
+        return self.admin_get("/readyz")
 
     def metric(self, name, labels=""):
         pat = re.compile(r"^%s%s\s+([0-9.eE+-]+)$" % (re.escape(name), re.escape("{%s}" % labels) if labels else ""),
