@@ -494,7 +494,7 @@ void register_evidence_commands(CLI::App& app) {
   baseline->add_option("--schema", f->schemas, "only these schemas (default: the policy's)");
   baseline->add_option("--limit", f->limit, "capture at most N tables this run");
   baseline->add_option("--batch-size", f->batch, "tables per catalog read and store write");
-  baseline->add_option("--lanes", f->lanes, "batches in flight, each on its own target and store connection (2)")
+  baseline->add_option("--lanes", f->lanes, "batches in flight, each on its own target and store connection (1)")
       ->check(CLI::Range(1, 16));
   baseline->callback([f] { cmd_baseline(*f); });
 

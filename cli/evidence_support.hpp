@@ -25,7 +25,8 @@ struct Flags {
   Common c;
   std::vector<std::string> refs, schemas;
   std::string resource, target, output, name, database, schema;
-  int limit = 0, batch = 500, days = 30, lanes = 2;
+  int limit = 0, days = 30;
+  int batch = policy::Config{}.baseline_batch_size, lanes = policy::Config{}.baseline_lanes;
   bool latest = false;  // diff SCHEMA.TABLE: the latest two snapshots, not the latest pair
   bool dry_run = false;  // store prune
   std::string retention; // store prune: overrides store.retention

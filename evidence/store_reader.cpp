@@ -83,14 +83,12 @@ PgSession::PgSession(const std::string& conninfo, const std::string& application
   PQclear(PQexec(conn_.get(), "SET client_min_messages = warning; SET jit = off"));
 }
 
-PgResult PgSession::exec(const std::string& sql, const Params& params) {
-  std::vector<const char*> values;
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  PGresult* res = PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                               nullptr, nullptr, 0);
+namespace {
+
+PgResult checked(PGresult* res, PGconn* conn) {
   auto st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-    std::string err = res ? PQresultErrorMessage(res) : PQerrorMessage(conn_.get());
+    std::string err = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
     PQclear(res);
     while (!err.empty() && err.back() == '\n') err.pop_back();
     throw std::runtime_error(err);
@@ -98,6 +96,32 @@ PgResult PgSession::exec(const std::string& sql, const Params& params) {
   PgResult r;
   r.res.reset(res, PQclear);
   return r;
+}
+
+std::vector<const char*> param_values(const Params& params) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return values;
+}
+
+}  // namespace
+
+PgResult PgSession::exec(const std::string& sql, const Params& params) {
+  auto values = param_values(params);
+  return checked(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                              nullptr, nullptr, 0),
+                 conn_.get());
+}
+
+PgResult PgSession::exec_prepared(const std::string& name, const std::string& sql, const Params& params) {
+  auto values = param_values(params);
+  if (!prepared_.count(name)) {
+    checked(PQprepare(conn_.get(), name.c_str(), sql.c_str(), static_cast<int>(values.size()), nullptr), conn_.get());
+    prepared_.insert(name);
+  }
+  return checked(PQexecPrepared(conn_.get(), name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                                nullptr, 0),
+                 conn_.get());
 }
 
 void PgSession::run(const std::string& sql) {

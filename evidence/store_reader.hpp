@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ class PgSession {
   explicit PgSession(const std::string& conninfo, const std::string& application_name = "predrop",
                      const std::string& options = "");
   capture::PgResult exec(const std::string& sql, const capture::Params& params = {});
+  // exec() of a statement prepared on this session the first time `name` is used: a batched
+  // statement run many times is parsed (and, with plan_cache_mode=force_generic_plan, planned)
+  // once. The same name must always carry the same sql.
+  capture::PgResult exec_prepared(const std::string& name, const std::string& sql, const capture::Params& params = {});
   // Several statements, no parameters, results discarded.
   void run(const std::string& sql);
   std::string quote_ident(const std::string& name) const;
@@ -31,6 +36,7 @@ class PgSession {
 
  private:
   std::unique_ptr<PGconn, void (*)(PGconn*)> conn_;
+  std::set<std::string> prepared_;
 };
 
 // columns_profile text (a JSON array, or a JSON string holding one, as older writers left it) to

@@ -136,6 +136,28 @@ TEST_F(EvidenceTest, BaselineNeverWritesToTarget) {
   Db("postgres").exec("DROP ROLE " + role);
 }
 
+// Batches read and write the same rows as one batch: the catalog read and the store write are
+// prepared once a session and run again for each batch, and a batch's store write overlaps the
+// next batch's read.
+TEST_F(EvidenceTest, BaselineInBatchesWritesWhatOneBatchDoes) {
+  db->exec("CREATE SCHEMA bb; DO $$ BEGIN FOR i IN 1..7 LOOP "
+           "EXECUTE format('CREATE TABLE bb.t%s (id int, provincia text, monto numeric, fecha date)', i); "
+           "EXECUTE format('INSERT INTO bb.t%s SELECT g, ''p'' || mod(g, %s), g * 1.5, "
+           "date ''2026-01-01'' + mod(g, 40) FROM generate_series(1, 300) g', i, i + 2); END LOOP; END $$; ANALYZE");
+  const std::string rows = "SELECT string_agg(table_name || ' ' || schema_hash || ' ' || row_count_estimate || ' ' || "
+                           "columns_profile::text, E'\\n' ORDER BY table_name) FROM predrop.schema_snapshots";
+  auto batched = baseline(" --schema bb --batch-size 3 --lanes 1");  // batches of 3, 3 and 1
+  EXPECT_EQ(batched["captured"], 7);
+  EXPECT_TRUE(batched["errors"].empty()) << batched.dump();
+  const std::string in_batches = sdb->value(rows);
+  sdb->exec("TRUNCATE predrop.schema_snapshots");
+  auto whole = baseline(" --schema bb --batch-size 1000");
+  EXPECT_EQ(whole["captured"], 7);
+  const std::string in_one = sdb->value(rows);
+  EXPECT_NE(in_one.find("\"most_common_vals\": [\"p0\""), std::string::npos) << in_one;  // profiled, not empty
+  EXPECT_EQ(in_batches, in_one);
+}
+
 TEST_F(EvidenceTest, BaselineSpeed) {
   const int n = 2000;
   db->exec("DO $$ BEGIN FOR i IN 1.." + std::to_string(n) +
