@@ -160,6 +160,10 @@ TEST(ProfileJson, ReferenceKeysAndUnescapedUnicode) {
 TEST(ArrayLiteral, EscapesAndNull) {
   EXPECT_EQ(pg_array_literal({std::string("a"), std::nullopt, std::string("x\"y\\z"), std::string("")}),
             R"({"a",NULL,"x\"y\\z",""})");
+  // Escapes at either end and side by side.
+  const std::string literal = pg_array_literal({std::string("\"\\\""), std::string("ab\\"), std::string("\"cd")});
+  EXPECT_EQ(literal, R"({"\"\\\"","ab\\","\"cd"})");
+  EXPECT_EQ(parse_pg_array(literal, bounds), (std::vector<std::string>{"\"\\\"", "ab\\", "\"cd"}));
   // Round trip through the parser.
   EXPECT_EQ(parse_pg_array(pg_array_literal({std::string("a,b"), std::string("c\"")}), bounds),
             (std::vector<std::string>{"a,b", "c\""}));
