@@ -2,11 +2,13 @@
 // handling and array parsing)
 // and PostgreSQL's array text grammar.
 #include <gtest/gtest.h>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "capture/capture.hpp"
 #include "capture/snapshot.hpp"
+#include "tests/capture/profile_json_reference.hpp"
 
 using namespace predrop::capture;
 
@@ -155,6 +157,29 @@ TEST(ProfileJson, ReferenceKeysAndUnescapedUnicode) {
   EXPECT_TRUE(j[1]["null_frac"].is_null());
   EXPECT_EQ(j[0]["n_distinct"], -1.0);
   EXPECT_EQ(j[0]["most_common_vals"][1], "a\"b");
+}
+
+// The direct writer gives the text nlohmann's ordered_json gave, byte for byte: escapes, control
+// characters, every kind of UTF-8 sequence and of bad one, and the numbers' shortest forms.
+TEST(ProfileJson, WriterMatchesTheDocumentItReplaced) {
+  const std::vector<std::string> texts = {
+      "", "plain", "q\"uote", "back\\slash", std::string("nul\0byte", 8), "\b\f\n\r\t", "\x01\x1f\x7f", "Córdoba",
+      "日本語", "😀", "\xc3", "\xc3(", "\xe2\x82", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc0\xaf", "\xe0\x80\xaf",
+      "\xf0\x80\x80\xaf", "\xff\xfe", "a\x80b", "ok\xf5\x80\x80\x80", "end\xe6\x97"};
+  const std::vector<std::optional<double>> numbers = {std::nullopt, 0.0, -1.0, 0.1, 1.0 / 3, 1e-300, -0.5, 123456789.0,
+                                                      5e-324, std::numeric_limits<double>::quiet_NaN(),
+                                                      std::numeric_limits<double>::infinity()};
+  std::vector<ColumnProfile> columns;
+  for (size_t i = 0; i < texts.size(); ++i)
+    columns.push_back({texts[i], static_cast<int>(i) - 1, texts[(i + 3) % texts.size()], numbers[i % numbers.size()],
+                       numbers[(i + 5) % numbers.size()], {texts[(i + 1) % texts.size()], texts[(i + 2) % texts.size()]},
+                       i % 2 ? std::vector<std::string>{} : texts});
+  for (size_t i = 0; i < columns.size(); ++i) {
+    std::vector<ColumnProfile> one{columns[i]};
+    EXPECT_EQ(columns_profile_json(one), test::columns_profile_json_reference(one)) << "column " << i;
+  }
+  EXPECT_EQ(columns_profile_json(columns), test::columns_profile_json_reference(columns));
+  EXPECT_EQ(columns_profile_json({}), test::columns_profile_json_reference({}));
 }
 
 TEST(ArrayLiteral, EscapesAndNull) {
