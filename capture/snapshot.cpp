@@ -63,12 +63,6 @@ std::string clipped(std::string value, int n) {
   return value;
 }
 
-}  // namespace
-
-std::string clip_chars(std::string_view s, int n) { return std::string(s.substr(0, clipped_length(s, n))); }
-
-namespace {
-
 // Decodes the code point starting at s[i] (lenient: a stray byte is its own code point).
 uint32_t decode_at(std::string_view s, size_t i, size_t& len) {
   unsigned char c = s[i];
@@ -184,6 +178,8 @@ std::vector<std::string> parse_proper(std::string_view t, const ProfileBounds& b
 }
 
 }  // namespace
+
+std::string clip_chars(std::string_view s, int n) { return std::string(s.substr(0, clipped_length(s, n))); }
 
 std::vector<std::string> parse_pg_array(std::string_view text, const ProfileBounds& bounds, bool naive) {
   if (bounds.max_values <= 0) return {};
