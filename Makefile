@@ -48,4 +48,4 @@ deb:
 	@./scripts/build-deb.sh $(BUILD_DIR)/cli/predrop $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-dockerfile-steps build-asan build-tsan build-fuzz

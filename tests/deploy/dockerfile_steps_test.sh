@@ -11,7 +11,8 @@
 #   - every shared library the binary needs comes from a runtime package (or the slim base);
 #   - every `COPY --from=build` source exists in the build output.
 # Env: PREDROP_SOURCE_DIR (default: this file's repo), PREDROP_DEPLOY_WORK (a scratch folder kept
-# between runs so the build is incremental; default: a temp folder removed at exit).
+# between runs so the build is incremental; default: a temp folder removed at exit),
+# PREDROP_DEPLOY_BUILD_DIR (the build stage's BUILD_DIR; default: WORK/build).
 set -euo pipefail
 
 SRC=${PREDROP_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -148,10 +149,11 @@ else
 fi
 workdir=$("${PARSE[@]}" workdir build)
 declare -A argmap=()
-build_env=(BUILD_DIR="$WORK/build" OUT_DIR="$WORK/out" JOBS="${PREDROP_DEPLOY_JOBS:-2}")
+build_dir=${PREDROP_DEPLOY_BUILD_DIR:-$WORK/build}
+build_env=(BUILD_DIR="$build_dir" OUT_DIR="$WORK/out" JOBS="${PREDROP_DEPLOY_JOBS:-2}")
 while IFS='=' read -r name default; do
   case $name in
-    BUILD_DIR) argmap[$default]=$WORK/build ;;
+    BUILD_DIR) argmap[$default]=$build_dir ;;
     OUT_DIR) argmap[$default]=$WORK/out ;;
     JOBS) ;;
     *) build_env+=("$name=$default") ;;
