@@ -137,7 +137,10 @@ def test(h):
             {le: bucket("datos", le) for le in want})
     h.check(h.metric("predrop_table_version_age_seconds_count", 'database="%s",schema="datos"' % h.db) == 3 and
             bucket("public", "3600") == 2, "its count, and the two tables of a moment ago in the first bucket")
-    text = h.metrics()
+    # Waited for too: the read that gave datos's buckets may have run between the INSERTs above, before
+    # otra_base's row (the last one) was in, and the next read is a second later.
+    text = h.wait_for(lambda: (lambda t: t if 'database="otra_base"' in t else None)(h.metrics()), timeout=20) \
+        or h.metrics()
     h.check("# TYPE predrop_table_version_age_seconds histogram" in text and 'database="otra_base"' in text,
             "a histogram, with every database the store knows")
 
