@@ -145,6 +145,9 @@ def bench_hold(name, script):
     production runs it. Returns (hold, script path)."""
     import holdlib
     h = holdlib.Hold(name)
+    # After Hold, which clears PGSSLMODE: pgbench direct, through PgBouncer and through predrop, and
+    # predrop's own connections, all plaintext (scripts/bench.sh says why).
+    os.environ["PGSSLMODE"] = "disable"
     path = os.path.join(h.work, name + ".sql")
     with open(path, "w") as f:
         f.write(script)
