@@ -101,13 +101,15 @@ void ConnPool::close_all() {
 void ConnPool::pump() {
   if (closed_) return;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    // An idle connection to the same database: reuse it if the server has not closed it.
+    // An idle connection to the same database, the one released last first (PgBouncer reuses its
+    // server connections so by default): a steady load then keeps busy only the connections it
+    // needs, their backends' caches warm, and the rest go quiet until idle_close closes them. Taking
+    // the oldest instead handed out every connection the pool had opened in turn, so none was ever
+    // idle long enough to close (issue 21: the fleet's connections). Reused if the server has not
+    // closed it.
     bool served = false;
-    for (size_t c = 0; c < idle_.size();) {
-      if (idle_[c]->key() != it->key) {
-        ++c;
-        continue;
-      }
+    for (size_t c = idle_.size(); c-- > 0;) {
+      if (idle_[c]->key() != it->key) continue;
       Conn conn = idle_[c];
       idle_.erase(idle_.begin() + static_cast<long>(c));
       idle_since_.erase(idle_since_.begin() + static_cast<long>(c));

@@ -1,6 +1,7 @@
 // A bounded set of PgConn, keyed by database: never more than max_total connections open or
 // opening, all keys together. A request for a database with no idle connection opens one if
 // there is room, else closes an idle connection of another database, else waits in FIFO order.
+// Idle connections are handed out the last released first (pump).
 // Runs on the io_context's thread only.
 #pragma once
 
