@@ -2,9 +2,11 @@
 // of one request at a time leaves open once idle_close has passed (issue 21: the fleet's connections).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "capture/conn_pool.hpp"
 #include "capture/conninfo.hpp"
@@ -35,18 +37,26 @@ ConnPool::ParamsFn params() {
   return [](const std::string& key) { return connect_params(base_conninfo(), key, "conn_pool_pg_test", ""); };
 }
 
+// A moment of overlap: three connections open at once, then given back in `order` (indexes into
+// what it returns, which is what it opened, in that order).
+std::vector<ConnPool::Conn> open_three_then_release(boost::asio::io_context& io, ConnPool& pool,
+                                                    const std::string& db, std::array<size_t, 3> order) {
+  std::vector<ConnPool::Conn> opened;
+  for (int i = 0; i < 3; ++i) opened.push_back(take(io, pool, db));
+  for (size_t i : order)
+    if (opened[i]) pool.release(opened[i], true);
+  return opened;
+}
+
 TEST(ConnPoolPg, HandsOutTheLastReleasedIdleConnectionFirst) {
   ASSERT_TRUE(have_cluster()) << "PGHOST/PGPORT not set";
   TempDatabase db("connpool_last");
   boost::asio::io_context io;
   ConnPool pool(io, 3, params(), "test");
-  auto a = take(io, pool, db.name());
-  auto b = take(io, pool, db.name());
-  auto c = take(io, pool, db.name());
-  ASSERT_TRUE(a && b && c);
-  pool.release(a, true);
-  pool.release(c, true);
-  pool.release(b, true);
+  const auto opened = open_three_then_release(io, pool, db.name(), {0, 2, 1});
+  const auto& b = opened[1];
+  const auto& c = opened[2];
+  ASSERT_TRUE(opened[0] && b && c);
   ASSERT_EQ(pool.idle(), 3u);
   auto first = take(io, pool, db.name());
   EXPECT_EQ(first.get(), b.get()) << "the pool did not hand out the connection released last";
@@ -65,14 +75,8 @@ TEST(ConnPoolPg, ASteadyLoadOfOneKeepsOneConnectionOpen) {
   TempDatabase db("connpool_steady");
   boost::asio::io_context io;
   ConnPool pool(io, 3, params(), "test", 1s);
-  auto a = take(io, pool, db.name());
-  auto b = take(io, pool, db.name());
-  auto c = take(io, pool, db.name());
-  ASSERT_TRUE(a && b && c);
-  pool.release(a, true);
-  pool.release(b, true);
-  pool.release(c, true);
-  a = b = c = nullptr;
+  ASSERT_EQ(open_three_then_release(io, pool, db.name(), {0, 1, 2}).size(), 3u);
+  ASSERT_EQ(pool.idle(), 3u);
   const auto until = std::chrono::steady_clock::now() + 2500ms;
   int rounds = 0;
   while (std::chrono::steady_clock::now() < until) {
