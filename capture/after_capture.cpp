@@ -14,12 +14,13 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 AfterCapture::AfterCapture(asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline,
-                           ConnPool& capture_pool, LedgerWriter& ledger, CaptureCounters& counters,
-                           std::function<void()> want_window)
+                           ConnPool& capture_pool, LedgerWriter& ledger, Announcer& announcer,
+                           CaptureCounters& counters, std::function<void()> want_window)
     : cfg_(cfg),
       pipeline_(pipeline),
       capture_pool_(capture_pool),
       ledger_(ledger),
+      announcer_(announcer),
       counters_(counters),
       delay_timer_(io),
       poll_timer_(io),
@@ -123,10 +124,13 @@ void AfterCapture::write_copies(bool now) {
   if (copy_in_flight_ && !now && copies_.size() < cfg_.after_queue_max) return;
   copy_in_flight_ = true;
   ledger_.exec([copies = std::move(copies_), this](const StoreSql& sql) {
-    return BatchQuery{"predrop_copy_after_v2", sql.copy_after, copy_after_params(copies, cfg_), Plan::follows_growth};
+    return BatchQuery{"predrop_copy_after_v3", sql.copy_after, copy_after_params(copies, cfg_), Plan::follows_growth};
   }, "afters copied from befores", [this] {
     copy_in_flight_ = false;
     write_copies();
+  }, [this](const PgResult& r) {
+    for (int i = 0; i < r.rows(); ++i)
+      if (!r.is_null(i, 2)) announcer_.add(r.text(i, 2));
   });
   copies_.clear();
 }

@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 
+#include "capture/announcer.hpp"
 #include "capture/capture.hpp"
 #include "capture/capture_counters.hpp"
 #include "capture/conn_pool.hpp"
@@ -30,7 +31,7 @@ class AfterCapture {
   // want_window: the service's window (capture_service.cpp, sweep) is to end once more, and call
   // end_window then; called on the event-loop thread whenever a copy waits.
   AfterCapture(boost::asio::io_context& io, const CaptureConfig& cfg, SnapshotPipeline& pipeline, ConnPool& capture_pool,
-               LedgerWriter& ledger, CaptureCounters& counters, std::function<void()> want_window);
+               LedgerWriter& ledger, Announcer& announcer, CaptureCounters& counters, std::function<void()> want_window);
   void submit(SnapshotRequest request);
   // A hold's snapshot was written: an after still waiting for the same table (by OID, or by name:
   // see absorb's rule) would read the very shape that before holds, or, if the hold's statement
@@ -68,6 +69,7 @@ class AfterCapture {
   SnapshotPipeline& pipeline_;
   ConnPool& capture_pool_;
   LedgerWriter& ledger_;
+  Announcer& announcer_;
   CaptureCounters& counters_;
   struct Queued {
     SnapshotRequest request;

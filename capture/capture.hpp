@@ -223,6 +223,8 @@ struct CaptureStats {
   uint64_t stats_queries = 0;        // pg_stat_user_tables checks sent (one per database and period)
   uint64_t stats_gave_up = 0;        // afters that kept their shape alone: horizon or bound reached
   uint64_t afters_absorbed = 0;      // afters written as a copy of a later hold's before of the same table
+  uint64_t announced = 0;            // written rows announced on the snapshot channel (capture/announcer.hpp)
+  uint64_t announcements_lost = 0;   // announcements dropped: too many waited for a store that did not answer
 };
 
 // Asynchronous, bounded. Runs its own event loop thread driving libpq's non-blocking API;

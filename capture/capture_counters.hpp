@@ -16,6 +16,8 @@ struct CaptureCounters {
   // Afters (capture/after_capture.hpp).
   std::atomic<uint64_t> afters_queued{0}, afters_written{0}, afters_lost{0}, afters_absorbed{0};
   std::atomic<uint64_t> stats_waiting{0}, stats_queries{0}, stats_gave_up{0}, analyzes{0};
+  // Announcements of written rows (capture/announcer.hpp).
+  std::atomic<uint64_t> announced{0}, announcements_lost{0};
   // The capture pool as the event-loop thread last saw it.
   std::atomic<uint64_t> pool_idle{0}, pool_busy{0}, pool_queued{0}, pool_opened{0};
 

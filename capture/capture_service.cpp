@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "capture/after_capture.hpp"
+#include "capture/announcer.hpp"
 #include "capture/capture.hpp"
 #include "capture/capture_counters.hpp"
 #include "capture/conn_pool.hpp"
@@ -60,9 +61,10 @@ struct CaptureService::Impl {
                    cfg.idle_close),
         health(cfg.store_conninfo, cfg.store_table, cfg.events_table, cfg.store_check_interval),
         ledger(io, store_pool, cfg, health, counters, stopped, [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
-        pipeline(io, cfg, capture_pool, store_pool, ledger, health, counters,
+        announcer(ledger, counters, [this] { want_window(); }),
+        pipeline(io, cfg, capture_pool, store_pool, ledger, announcer, health, counters,
                  [this](PgConn& conn) -> const StoreSql& { return sql_for(conn); }),
-        afters(io, cfg, pipeline, capture_pool, ledger, counters, [this] { want_window(); }) {
+        afters(io, cfg, pipeline, capture_pool, ledger, announcer, counters, [this] { want_window(); }) {
     thread = std::thread([this] { io.run(); });
   }
 
@@ -75,6 +77,7 @@ struct CaptureService::Impl {
   std::optional<StoreSql> sql;
   StoreHealth health;
   LedgerWriter ledger;
+  Announcer announcer;
   SnapshotPipeline pipeline;
   AfterCapture afters;
   std::thread thread;
@@ -160,11 +163,13 @@ struct CaptureService::Impl {
     drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     start_outcome_checks();
     afters.flush_copies();
+    announcer.flush();
     wait_drained(std::move(then));
   }
 
   void wait_drained(std::function<void()> then) {
-    if ((checks_in_flight == 0 && ledger.in_flight() == 0) || std::chrono::steady_clock::now() >= drain_deadline)
+    if ((checks_in_flight == 0 && ledger.in_flight() == 0 && announcer.waiting() == 0) ||
+        std::chrono::steady_clock::now() >= drain_deadline)
       return then();
     drain_timer.expires_after(std::chrono::milliseconds(5));
     drain_timer.async_wait([this, then = std::move(then)](const boost::system::error_code&) mutable {
@@ -276,6 +281,7 @@ struct CaptureService::Impl {
     if (draining) {
       start_outcome_checks();
       afters.end_window();
+      announcer.flush();
       return;
     }
     {
@@ -300,6 +306,7 @@ struct CaptureService::Impl {
     const bool took = take_inbox() > 0;
     start_outcome_checks();
     afters.end_window();
+    announcer.flush();
     bool again = false;
     {
       std::lock_guard lock(inbox_mutex);
@@ -440,6 +447,8 @@ CaptureStats CaptureService::stats() const {
   s.afters_queued = c.afters_queued;
   s.afters_written = c.afters_written;
   s.afters_lost = c.afters_lost;
+  s.announced = c.announced;
+  s.announcements_lost = c.announcements_lost;
   s.stats_waiting = c.stats_waiting;
   s.stats_queries = c.stats_queries;
   s.stats_gave_up = c.stats_gave_up;

@@ -17,8 +17,9 @@ LedgerWriter::LedgerWriter(boost::asio::io_context& io, ConnPool& store_pool, co
       sql_for_(std::move(sql_for)),
       retry_timer_(io) {}
 
-void LedgerWriter::exec(MakeQuery make, std::string what, std::function<void()> after) {
-  send(Statement{std::move(make), std::move(what), std::move(after)}, false);
+void LedgerWriter::exec(MakeQuery make, std::string what, std::function<void()> after,
+                        std::function<void(const PgResult&)> answered) {
+  send(Statement{std::move(make), std::move(what), std::move(after), std::move(answered)}, false);
 }
 
 void LedgerWriter::send(Statement st, bool retrying) {
@@ -40,6 +41,7 @@ void LedgerWriter::send(Statement st, bool retrying) {
       if (!r.ok()) health_.note(false, r.error);
       if (lost) return keep_for_retry(st, retrying, r.error);
       if (!r.ok()) spdlog::warn("predrop {} failed: {}", st.what, r.error);
+      if (r.ok() && st.answered) st.answered(r);
       if (st.after) st.after();
       if (retrying) {
         retry_in_flight_ = false;

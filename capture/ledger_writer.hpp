@@ -38,8 +38,10 @@ class LedgerWriter {
   LedgerWriter(boost::asio::io_context& io, ConnPool& store_pool, const CaptureConfig& cfg, StoreHealth& health,
                CaptureCounters& counters, const std::atomic<bool>& stopped, SqlFor sql_for);
 
-  // Sends one statement; `after` runs once it was sent and answered, or given up.
-  void exec(MakeQuery make, std::string what, std::function<void()> after = nullptr);
+  // Sends one statement; `answered` gets the store's answer when it succeeded, then `after` runs
+  // once it was sent and answered, or given up.
+  void exec(MakeQuery make, std::string what, std::function<void()> after = nullptr,
+            std::function<void(const PgResult&)> answered = nullptr);
   // Ledger rows of a request that wrote no snapshot (a failure) or of a statement that never
   // reached a capture.
   void write_events(std::vector<WriteRow> rows, StatementContext ctx, SnapshotReason reason, std::optional<double> hold_ms,
@@ -56,6 +58,7 @@ class LedgerWriter {
     MakeQuery make;
     std::string what;
     std::function<void()> after;
+    std::function<void(const PgResult&)> answered;
   };
   void send(Statement st, bool retrying);
   void keep_for_retry(Statement st, bool retrying, const std::string& err);

@@ -100,13 +100,14 @@ TableResult result_of(const WriteRow& row) {
 }  // namespace
 
 SnapshotPipeline::SnapshotPipeline(asio::io_context& io, const CaptureConfig& cfg, ConnPool& capture_pool,
-                                   ConnPool& store_pool, LedgerWriter& ledger, StoreHealth& health,
+                                   ConnPool& store_pool, LedgerWriter& ledger, Announcer& announcer, StoreHealth& health,
                                    CaptureCounters& counters, LedgerWriter::SqlFor sql_for)
     : io_(io),
       cfg_(cfg),
       capture_pool_(capture_pool),
       store_pool_(store_pool),
       ledger_(ledger),
+      announcer_(announcer),
       health_(health),
       counters_(counters),
       sql_for_(std::move(sql_for)) {}
@@ -540,7 +541,7 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
     return m->req.reason == SnapshotReason::pre_drop &&
            std::all_of(m->rows.begin(), m->rows.end(), [](const WriteRow& r) { return r.dated_before.empty(); });
   });
-  BatchQuery q{befores_only ? "predrop_store_write_befores_v1" : "predrop_store_write_v4",
+  BatchQuery q{befores_only ? "predrop_store_write_befores_v2" : "predrop_store_write_v5",
                befores_only ? sql.write_befores : sql.write, write_params(groups, cfg_)};
   const auto sent = Clock::now();
   for (const auto& m : group) m->write_sent = sent;
@@ -568,6 +569,7 @@ void SnapshotPipeline::send_write(const JobPtr& job) {
         TableResult t = result_of(row);
         if (!row.outcome) {
           if (r.text(at, 1) == "t") {
+            if (!r.is_null(at, 7)) announcer_.add(r.text(at, 7));
             t.outcome = SnapshotOutcome::written;
             t.snapshot_id = row.snapshot_id;
             t.stats_available = row.captured && row.captured->snap.stats_available;

@@ -18,6 +18,7 @@
 #include "capture/capture.hpp"
 #include "capture/capture_counters.hpp"
 #include "capture/conn_pool.hpp"
+#include "capture/announcer.hpp"
 #include "capture/ledger_writer.hpp"
 #include "capture/store_health.hpp"
 
@@ -30,7 +31,8 @@ class SnapshotPipeline {
  public:
   // cfg is the service's, read on the event-loop thread.
   SnapshotPipeline(boost::asio::io_context& io, const CaptureConfig& cfg, ConnPool& capture_pool, ConnPool& store_pool,
-                   LedgerWriter& ledger, StoreHealth& health, CaptureCounters& counters, LedgerWriter::SqlFor sql_for);
+                   LedgerWriter& ledger, Announcer& announcer, StoreHealth& health, CaptureCounters& counters,
+                   LedgerWriter::SqlFor sql_for);
 
   // From any thread: the request starts on the event-loop thread, after `first` runs there.
   void submit(SnapshotRequest request, std::function<void(SnapshotResult)> done, std::function<void()> first = {});
@@ -80,6 +82,7 @@ class SnapshotPipeline {
   ConnPool& capture_pool_;
   ConnPool& store_pool_;
   LedgerWriter& ledger_;
+  Announcer& announcer_;
   StoreHealth& health_;
   CaptureCounters& counters_;
   LedgerWriter::SqlFor sql_for_;

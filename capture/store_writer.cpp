@@ -164,8 +164,8 @@ constexpr const char* kWriteBeforesSql = R"SQL(, w AS (
 ))SQL";
 
 constexpr const char* kWriteEndSql = R"SQL(, n AS (
-  -- Delivered when the write commits.
-  SELECT @NOTIFY@ FROM w
+  -- Each written row's announcement, sent once this write has committed (capture/announcer.hpp).
+  SELECT w.id, @PAYLOAD@ AS payload FROM w
 ), e AS (
   INSERT INTO @EVENTS@ (id, outcome, snapshot_id, error, database_name, schema_name, table_name, table_oid,
                         statement_kind, statement, fingerprint, session_user_name, application_name, client_addr,
@@ -188,7 +188,7 @@ constexpr const char* kWriteEndSql = R"SQL(, n AS (
    WHERE $34::text = pg_postmaster_start_time()::text || '/' || coalesce(inet_server_port(), 0)::text
 )
 SELECT i.ord, w.id IS NOT NULL, d.id::text, (SELECT count(*) FROM e), (SELECT count(*) FROM n),
-       w.table_oid IS DISTINCT FROM i.table_oid, (SELECT count(*) FROM sc)
+       w.table_oid IS DISTINCT FROM i.table_oid, (SELECT count(*) FROM sc), (SELECT n.payload FROM n WHERE n.id = w.id)
   FROM i LEFT JOIN w ON w.id = i.sid LEFT JOIN d ON d.ord = i.ord
  ORDER BY i.ord
 )SQL";
@@ -229,9 +229,12 @@ WITH r AS (
    ORDER BY src.ord
   RETURNING id, database_name, schema_name, table_name, reason, schema_hash, pair_of, captured_at
 ), n AS (
-  SELECT @NOTIFY@ FROM w
+  -- Each copy's announcement, sent once this statement has committed (capture/announcer.hpp).
+  SELECT @PAYLOAD@ AS payload, w.captured_at FROM w
 )
-SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM n)
+SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM n), n.payload
+  FROM (VALUES (1)) AS one (x) LEFT JOIN n ON true
+ ORDER BY n.captured_at
 )SQL";
 
 constexpr const char* kEventsSql = R"SQL(
@@ -323,11 +326,12 @@ void expand_snapshot_sql(std::string& sql, std::string_view row) {
               "schema_hash, columns_profile, stats_available, extra, parser_version, normalization_version, "
               "layout_profile, header_quality, is_truncated, database_name, table_oid");
   const std::string r(row);
-  replace_all(sql, "@NOTIFY@",
-              "pg_notify('predrop_snapshots', json_build_object('id', " + r + ".id, 'database', " + r +
-                  ".database_name, 'schema', " + r + ".schema_name, 'table', " + r + ".table_name, 'reason', " + r +
-                  ".reason, 'schema_hash', " + r + ".schema_hash, 'pair_of', " + r + ".pair_of, 'captured_at', " +
-                  r + ".captured_at)::text)");
+  const std::string payload = "json_build_object('id', " + r + ".id, 'database', " + r + ".database_name, 'schema', " +
+                              r + ".schema_name, 'table', " + r + ".table_name, 'reason', " + r +
+                              ".reason, 'schema_hash', " + r + ".schema_hash, 'pair_of', " + r +
+                              ".pair_of, 'captured_at', " + r + ".captured_at)::text";
+  replace_all(sql, "@NOTIFY@", "pg_notify('" + std::string(kSnapshotChannel) + "', " + payload + ")");
+  replace_all(sql, "@PAYLOAD@", payload);
 }
 
 StoreSql build_store_sql(const std::string& store, const std::string& events) {

@@ -26,12 +26,17 @@ struct StoreSql {
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
 
+// The channel every written snapshot row is announced on.
+inline constexpr const char* kSnapshotChannel = "predrop_snapshots";
+
 // What every statement that writes snapshot rows shares (a hold's write, an absorbed after's copy,
 // a baseline row: evidence/baseline.cpp), filled into its text: @SNAPSHOT_COLUMNS@ becomes the
-// columns every snapshot row is written with, in the order its SELECT gives them; @NOTIFY@ the
-// pg_notify('predrop_snapshots', …) of one written row, read from `row`, whose RETURNING has id,
-// database_name, schema_name, table_name, reason, schema_hash, pair_of and captured_at. The
-// payload is a stable format (README, "The snapshot event stream").
+// columns every snapshot row is written with, in the order its SELECT gives them; @PAYLOAD@ the
+// announcement of one written row, read from `row`, whose RETURNING has id, database_name,
+// schema_name, table_name, reason, schema_hash, pair_of and captured_at; @NOTIFY@ its
+// pg_notify(kSnapshotChannel, …). The payload is a stable format (README, "The snapshot event
+// stream"). The capture service's writes return their payloads, for capture/announcer.hpp to send once
+// they have committed; a baseline (evidence/baseline.cpp) notifies in the transaction that writes it.
 void expand_snapshot_sql(std::string& sql, std::string_view row);
 
 // One row of a write: a captured table (captured != nullptr, no outcome yet) or a ledger-only row.

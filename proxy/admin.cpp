@@ -217,6 +217,10 @@ std::string render_metrics(ProxyContext& ctx) {
           "Afters written as a copy of a later hold's before of the same table (no catalog read).", ps.afters_absorbed);
   counter(out, "predrop_afters_lost_total", "Afters refused because their queue was full; each has a ledger row.",
           ps.afters_lost);
+  counter(out, "predrop_snapshot_announcements_total",
+          "Written snapshot rows announced on predrop_snapshots, after their write committed.", ps.announced);
+  counter(out, "predrop_snapshot_announcements_lost_total",
+          "Announcements dropped: more than 10,000 waited for a store that did not answer.", ps.announcements_lost);
   gauge(out, "predrop_afters_waiting_for_statistics", "Afters whose table has no statistics yet.",
         static_cast<double>(ps.stats_waiting));
   counter(out, "predrop_statistics_checks_total", "pg_stat_user_tables checks for afters: one per database and period.",
