@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "capture/snapshot.hpp"
 #include "capture/store_writer.hpp"
@@ -29,7 +30,7 @@ void Announcer::add(std::string payload) {
     if (counters_.announcements_lost++ == 0)
       spdlog::error("predrop: {} snapshot announcements wait for a store that does not answer; the oldest are dropped "
                     "(predrop_snapshot_announcements_lost_total)", waiting_.size());
-    waiting_.erase(waiting_.begin());
+    waiting_.pop_front();
   }
   waiting_.push_back(std::move(payload));
   want_window_();

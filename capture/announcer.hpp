@@ -13,9 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "capture/capture_counters.hpp"
 #include "capture/ledger_writer.hpp"
@@ -42,7 +42,7 @@ class Announcer {
   LedgerWriter& ledger_;
   CaptureCounters& counters_;
   std::function<void()> want_window_;
-  std::vector<std::string> waiting_;
+  std::deque<std::string> waiting_;
   bool in_flight_ = false;
 };
 
