@@ -56,6 +56,18 @@ TEST(AnnouncerPg, KeepsTheNewestWithinItsBoundWhileTheStoreIsAwayThenSendsThemIn
   ASSERT_TRUE(have_cluster()) << "PGHOST/PGPORT not set";
   TempDatabase store("announcer_store");
   const std::string role = unique_name("announcer_role");
+  // Dropped however the test ends (roles outlive the test's database).
+  struct RoleGone {
+    const std::string& role;
+    ~RoleGone() {
+      try {
+        Db admin("postgres");
+        admin.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'");
+        admin.exec("DROP ROLE IF EXISTS " + role);
+      } catch (const std::exception&) {
+      }
+    }
+  } role_gone{role};
 
   CaptureConfig cfg;
   cfg.store_conninfo = conninfo_for(store.name()) + " user=" + role;
@@ -100,18 +112,18 @@ TEST(AnnouncerPg, KeepsTheNewestWithinItsBoundWhileTheStoreIsAwayThenSendsThemIn
   EXPECT_EQ(counters.announced.load(), expected);
   EXPECT_EQ(counters.announcements_lost.load(), 1u);
   EXPECT_EQ(announcer.waiting(), 0u);
-  ASSERT_EQ(heard.size(), expected) << "every kept announcement was heard once";
-  EXPECT_EQ(heard.front(), "first");
-  bool in_order = true;
-  for (size_t i = 1; i < expected; ++i) in_order = in_order && heard[i] == "p" + std::to_string(i);
-  EXPECT_TRUE(in_order) << "heard p1 .. p" << bound << " in the order added, p0 dropped; second heard: " << heard[1];
+  EXPECT_EQ(heard.size(), expected) << "every kept announcement was heard once";
+  if (heard.size() == expected) {
+    EXPECT_EQ(heard.front(), "first");
+    bool in_order = true;
+    for (size_t i = 1; i < expected; ++i) in_order = in_order && heard[i] == "p" + std::to_string(i);
+    EXPECT_TRUE(in_order) << "heard p1 .. p" << bound << " in the order added, p0 dropped; second heard: " << heard[1];
+  }
 
   stopped = true;
   ledger.shutdown();
   pool.close_all();
   health.stop();
-  Db("postgres").exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'");
-  Db("postgres").exec("DROP ROLE IF EXISTS " + role);
 }
 
 }  // namespace
