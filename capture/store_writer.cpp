@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <cstdio>
 #include <iterator>
@@ -541,8 +542,16 @@ std::string new_uuid() {
   static thread_local UuidBytes bytes;
   unsigned char b[16];
   bytes.next(b);
-  b[6] = (b[6] & 0x0F) | 0x40;  // version 4
-  b[8] = (b[8] & 0x3F) | 0x80;  // RFC 4122 variant
+  // Time first (RFC 9562 version 7): the store's ids are its B-tree keys (the snapshot and ledger
+  // primary keys, the ledger's snapshot_id, pair_of), and a random key lands each insert and each
+  // outcome update on a leaf page of its own anywhere in the index. Time-ordered keys land on the
+  // few newest leaves. In a store of 1,000,000 snapshots, recreating tables at one client, a hold's
+  // store write executed in 0.43 ms with random ids and 0.34 ms with these (issue 21).
+  const uint64_t ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  for (int i = 0; i < 6; ++i) b[i] = static_cast<unsigned char>(ms >> (8 * (5 - i)));
+  b[6] = (b[6] & 0x0F) | 0x70;  // version 7
+  b[8] = (b[8] & 0x3F) | 0x80;  // RFC 9562 variant
   static constexpr char hex[] = "0123456789abcdef";
   std::string out(36, '-');
   size_t at = 0;

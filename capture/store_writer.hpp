@@ -84,7 +84,7 @@ Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vect
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
                       const std::vector<std::string>& quarantine_ids);
 
-// A random (version 4) UUID, as text.
+// A time-ordered (version 7: Unix milliseconds, then 74 random bits) UUID, as text.
 std::string new_uuid();
 
 }  // namespace predrop::capture

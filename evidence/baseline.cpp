@@ -52,15 +52,16 @@ SELECT DISTINCT ON (s.schema_name, s.table_name) s.schema_name, s.table_name,
 // that committed.
 constexpr const char* kInsertSql = R"SQL(
 WITH ins AS (
-INSERT INTO @STORE@ (@SNAPSHOT_COLUMNS@)
-SELECT i.schema_name, i.table_name, i.resource_identity, i.version, 'baseline', $16, i.column_count,
+INSERT INTO @STORE@ (id, @SNAPSHOT_COLUMNS@)
+SELECT i.id, i.schema_name, i.table_name, i.resource_identity, i.version, 'baseline', $16, i.column_count,
        i.row_count_estimate, i.schema_hash, i.columns_profile::jsonb, i.stats_available, i.extra::jsonb,
        i.parser_version, i.normalization_version, i.layout_profile, i.header_quality, i.is_truncated, $17, i.table_oid
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::bigint[], $7::text[], $8::text[],
-              $9::bool[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bool[], $18::bigint[])
+              $9::bool[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bool[], $18::bigint[],
+              $19::uuid[])
        AS i(schema_name, table_name, resource_identity, version, column_count, row_count_estimate, schema_hash,
             columns_profile, stats_available, extra, parser_version, normalization_version, layout_profile,
-            header_quality, is_truncated, table_oid)
+            header_quality, is_truncated, table_oid, id)
 RETURNING id, database_name, schema_name, table_name, reason, schema_hash, pair_of, captured_at
 )
 SELECT count(@NOTIFY@) FROM ins
@@ -85,7 +86,7 @@ std::optional<std::string> opt(const std::optional<std::string>& s, size_t width
 }
 
 Params insert_params(const std::vector<CapturedTable>& tables, const BaselineOptions& o, const std::string& db) {
-  std::vector<std::vector<std::optional<std::string>>> c(16);
+  std::vector<std::vector<std::optional<std::string>>> c(17);
   auto num = [](auto v) { return std::optional<std::string>(std::to_string(v)); };
   for (const auto& t : tables) {
     const auto& s = t.snap;
@@ -112,12 +113,14 @@ Params insert_params(const std::vector<CapturedTable>& tables, const BaselineOpt
     c[13].push_back(opt(e.header_quality, 20));
     c[14].push_back(e.is_truncated ? std::optional<std::string>(*e.is_truncated ? "t" : "f") : std::nullopt);
     c[15].push_back(num(s.table_oid));
+    c[16].push_back(new_uuid());  // time-ordered, as the hold's rows (capture/store_writer.hpp)
   }
   Params p;
   for (int i = 0; i < 15; ++i) p.push_back(pg_array_literal(c[i]));
   p.push_back(clip_chars(o.actor, 128));  // $16
   p.push_back(db);                        // $17
   p.push_back(pg_array_literal(c[15]));   // $18
+  p.push_back(pg_array_literal(c[16]));   // $19
   return p;
 }
 

@@ -1,11 +1,14 @@
-// new_uuid hands out a thread's block of random bytes 16 at a time: every UUID is a well-formed
-// version 4, none repeats within or across threads, and a forked child never hands out the bytes
-// its parent had drawn but not used.
+// new_uuid hands out a thread's block of random bytes 16 at a time behind the time: every UUID is a
+// well-formed version 7 whose first 48 bits are the Unix milliseconds it was made in (so the store's
+// B-tree keys grow with time), none repeats within or across threads, and a forked child never
+// hands out the bytes its parent had drawn but not used.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <regex>
 #include <set>
 #include <thread>
@@ -14,11 +17,38 @@
 
 using predrop::capture::new_uuid;
 
-TEST(NewUuid, VersionFourTextForm) {
-  const std::regex form("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+namespace {
+
+uint64_t unix_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// The 48-bit time field of a UUID's text form: its first 12 hex digits.
+uint64_t time_field(const std::string& id) { return std::stoull(id.substr(0, 8) + id.substr(9, 4), nullptr, 16); }
+
+}  // namespace
+
+TEST(NewUuid, VersionSevenTextFormWithTheTimeFirst) {
+  const std::regex form("[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
   for (int i = 0; i < 300; ++i) {  // past several blocks
+    const uint64_t before = unix_ms();
     const std::string id = new_uuid();
+    const uint64_t after = unix_ms();
     ASSERT_TRUE(std::regex_match(id, form)) << id;
+    ASSERT_GE(time_field(id), before) << id;
+    ASSERT_LE(time_field(id), after) << id;
+  }
+}
+
+// Ids made milliseconds apart sort, as text and as PostgreSQL's uuid (bytewise), in the order made.
+TEST(NewUuid, LaterIdsSortAfterEarlierOnes) {
+  std::string last = new_uuid();
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const std::string next = new_uuid();
+    EXPECT_LT(last, next);
+    last = next;
   }
 }
 

@@ -150,6 +150,8 @@ TEST_F(EvidenceTest, BaselineInBatchesWritesWhatOneBatchDoes) {
   EXPECT_EQ(batched["captured"], 7);
   EXPECT_TRUE(batched["errors"].empty()) << batched.dump();
   const std::string in_batches = sdb->value(rows);
+  // Its ids are time-ordered (version 7), as a hold's are (capture/store_writer.hpp, new_uuid).
+  EXPECT_EQ(sdb->value("SELECT count(*) FROM predrop.schema_snapshots WHERE substr(id::text, 15, 1) = '7'"), "7");
   sdb->exec("TRUNCATE predrop.schema_snapshots");
   auto whole = baseline(" --schema bb --batch-size 1000");
   EXPECT_EQ(whole["captured"], 7);
