@@ -139,6 +139,34 @@ class ServerCpu:
         return (after[0] - before[0]) * scale, own * scale
 
 
+# 10,000 names x 100 versions: each version a pre_drop before and a post_create after paired
+# with it, as a churn leaves them; the ledger gets a row per before.
+_STORE_LOAD = """
+INSERT INTO predrop.schema_snapshots (id, schema_name, table_name, reason, actor, column_count, row_count_estimate,
+                                      schema_hash, columns_profile, stats_available, captured_at, database_name,
+                                      table_oid, statement_kind, statement, pair_of)
+SELECT gen_random_uuid(), 'load', 't' || (g %% 10000), CASE WHEN g %% 2 = 0 THEN 'pre_drop' ELSE 'post_create' END,
+       'predrop', 4, 200, md5((g %% 7)::text) || 'abcdefgh',
+       '[{"name":"id","ordinal":1,"pg_type":"integer","null_frac":0,"n_distinct":-1}]'::jsonb, true,
+       now() - make_interval(secs => %(rows)s - g), %(db)s, 100000 + g, 'drop_table', 'DROP TABLE t', NULL
+  FROM generate_series(1, %(rows)s) g;
+INSERT INTO predrop.drop_events (id, outcome, snapshot_id, database_name, schema_name, table_name, table_oid,
+                                 statement_kind, statement, reason, actor, occurred_at, drop_outcome)
+SELECT gen_random_uuid(), 'written', NULL, %(db)s, 'load', 't' || (g %% 10000), 100000 + g, 'drop_table',
+       'DROP TABLE t', 'pre_drop', 'predrop', now() - make_interval(secs => %(rows)s - g), 'dropped'
+  FROM generate_series(1, %(rows)s) g;
+"""
+
+
+def load_store(h, rows):
+    """rows snapshot rows (befores and afters of 10,000 names) and as many ledger rows into h's store,
+    with random ids, as an older predrop or the reference application left them; not analysed."""
+    c = h.connect(h.store_db)
+    with c.cursor() as cur:
+        cur.execute(_STORE_LOAD, {"rows": rows, "db": h.db})
+    c.close()
+
+
 def bench_hold(name, script):
     """A holdlib.Hold (its own database and store) for a bench, with its pgbench script written to
     the work dir. The ground-truth event trigger is the tests': a bench measures the DROP as

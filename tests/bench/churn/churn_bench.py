@@ -31,7 +31,9 @@ Environment: PGHOST PGPORT PREDROP_BIN (scripts/bench.sh), CHURN_CLIENTS ("1 8 3
 CHURN_SECONDS (10), CHURN_REPS (3), CHURN_MODES ("snapshot quarantine empty_q"; a mode may carry
 settings, "snapshot@capture.after=false"), CHURN_DURABILITY
 ("off on"), CHURN_COLUMNS (4), CHURN_BINS, CHURN_VERBOSE (1: each run's line also gives the dead
-catalog rows it left), BENCH_WORK (results in churn-results.tsv).
+catalog rows it left), CHURN_STORE_ROWS (0: snapshot rows, and as many ledger rows, loaded into the
+store before the first run, as tests/bench/store loads them, then analysed; the ledger is then
+kept between durabilities), BENCH_WORK (results in churn-results.tsv).
 
 Autovacuum is off while the bench runs, and every run starts on a vacuumed catalog and store
 (vacuum_between_runs).
@@ -44,7 +46,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import ServerCpu, builds, cpu_ticks, pct, record, write_results, bench_hold, settle  # noqa: E402
+from benchlib import ServerCpu, builds, cpu_ticks, load_store, pct, record, write_results, bench_hold, settle  # noqa: E402
 
 CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
 SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
@@ -53,6 +55,7 @@ MODES = os.environ.get("CHURN_MODES", "snapshot quarantine empty_q").split()
 DURABILITY = os.environ.get("CHURN_DURABILITY", "off on").split()
 PGB_PORT = os.environ.get("PGB_PORT")
 VERBOSE = os.environ.get("CHURN_VERBOSE") == "1"
+STORE_ROWS = int(os.environ.get("CHURN_STORE_ROWS", "0"))
 
 # CHURN_COLUMNS (4): the table's width. Past the first four, text columns of 7 to 40 distinct values
 # (the reference platform's datasets have tens of columns; a hold's statistics are read per column).
@@ -150,6 +153,12 @@ def main():
             for mode in MODES:
                 p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
+        if STORE_ROWS:
+            t0 = time.monotonic()
+            load_store(h, STORE_ROWS)
+            h.exec("ANALYZE predrop.schema_snapshots; ANALYZE predrop.drop_events", db=h.store_db)
+            print("(the store holds %d loaded snapshot and ledger rows: %.0f s to load and analyse)"
+                  % (STORE_ROWS, time.monotonic() - t0), flush=True)
         hz = os.sysconf("SC_CLK_TCK")
         server = ServerCpu(h)
         h.exec("ALTER SYSTEM SET autovacuum = off", db="postgres")
@@ -245,7 +254,8 @@ def main():
                     print("  c=%-3d %-24s median %8.1f tps  %.2fx direct%s" % (clients, name, med, ratio, extra), flush=True)
                     record("churn", key + "_tps", "%.1f" % med)
                     record("churn", key + "_x_direct", "%.2f" % ratio)
-            h.exec("DELETE FROM predrop.drop_events", db=h.store_db)
+            if not STORE_ROWS:
+                h.exec("DELETE FROM predrop.drop_events", db=h.store_db)
     finally:
         h.exec("ALTER SYSTEM RESET autovacuum", db="postgres")
         h.exec("ALTER SYSTEM RESET fsync", db="postgres")

@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import pct, record, write_results, bench_hold, settle  # noqa: E402
+from benchlib import pct, record, write_results, bench_hold, settle, load_store  # noqa: E402
 
 SECONDS = int(os.environ.get("STORE_SECONDS", "8"))
 ROWS = int(os.environ.get("STORE_ROWS", "1000000"))
@@ -34,24 +34,6 @@ CREATE TABLE store_churn (id int, provincia text, monto numeric, fecha date);
 INSERT INTO store_churn SELECT g, 'provincia ' || (g % 24), g * 1.5, date '2026-01-01' + g % 365 FROM generate_series(1, 200) g;
 ANALYZE store_churn;
 DROP TABLE store_churn;
-"""
-
-# 10,000 names x 100 versions: each version a pre_drop before and a post_create after paired
-# with it, as a churn leaves them; the ledger gets a row per before.
-LOAD = """
-INSERT INTO predrop.schema_snapshots (id, schema_name, table_name, reason, actor, column_count, row_count_estimate,
-                                      schema_hash, columns_profile, stats_available, captured_at, database_name,
-                                      table_oid, statement_kind, statement, pair_of)
-SELECT gen_random_uuid(), 'load', 't' || (g %% 10000), CASE WHEN g %% 2 = 0 THEN 'pre_drop' ELSE 'post_create' END,
-       'predrop', 4, 200, md5((g %% 7)::text) || 'abcdefgh',
-       '[{"name":"id","ordinal":1,"pg_type":"integer","null_frac":0,"n_distinct":-1}]'::jsonb, true,
-       now() - make_interval(secs => %(rows)s - g), %(db)s, 100000 + g, 'drop_table', 'DROP TABLE t', NULL
-  FROM generate_series(1, %(rows)s) g;
-INSERT INTO predrop.drop_events (id, outcome, snapshot_id, database_name, schema_name, table_name, table_oid,
-                                 statement_kind, statement, reason, actor, occurred_at, drop_outcome)
-SELECT gen_random_uuid(), 'written', NULL, %(db)s, 'load', 't' || (g %% 10000), 100000 + g, 'drop_table',
-       'DROP TABLE t', 'pre_drop', 'predrop', now() - make_interval(secs => %(rows)s - g), 'dropped'
-  FROM generate_series(1, %(rows)s) g;
 """
 
 
@@ -153,10 +135,7 @@ def main():
         running = h.start_predrop("--hold-timeout-ms", "60000", admin=False)
         churn(h, "empty store", script, running)
         t0 = time.monotonic()
-        c = h.connect(h.store_db)
-        with c.cursor() as cur:
-            cur.execute(LOAD, {"rows": ROWS, "db": h.db})
-        c.close()
+        load_store(h, ROWS)
         print("  (loaded %d snapshot and %d ledger rows in %.0f s, not analysed)" % (ROWS, ROWS, time.monotonic() - t0))
         churn(h, "loaded, running since empty", script, running)
         h.stop_predrop(running)
