@@ -36,9 +36,10 @@ namespace {
 // Each pending OID with the quarantine schema of its statement ('' when none): where it is now.
 // Columns: oid, quarantine id (when it sits in that schema under a quarantine comment), name,
 // comment, bytes (with partitions, indexes and TOAST), schema. pg_class is probed by OID, one
-// index lookup a pending OID (the lateral's OFFSET 0 keeps it so): the generic plan otherwise
-// hashed the OIDs and read all of pg_class, dead rows included, at every check (issue 21: 2.2 of
-// the check's 5 ms in a recreate churn's database of 600 relations, and more with every table).
+// index lookup a pending OID (the lateral's OFFSET 0 keeps it so). Joined, the generic plan the
+// server makes while pg_class is a few dozen pages hashes the OIDs and reads all of pg_class at
+// every check, with every dead row a recreate churn leaves there until vacuum (issue 21: 2.2 of
+// the check's 5 ms in the churn bench's database of 600 relations).
 constexpr const char* kOutcomeCheckSql = R"SQL(
 SELECT u.o::bigint,
        CASE WHEN n.nspname = u.q AND d.description LIKE '{%' THEN d.description::jsonb ->> 'id' END,
