@@ -154,11 +154,11 @@ def main():
                 p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
         if STORE_ROWS:
-            t0 = time.monotonic()
+            loading = time.monotonic()
             load_store(h, STORE_ROWS)
             h.exec("ANALYZE predrop.schema_snapshots; ANALYZE predrop.drop_events", db=h.store_db)
             print("(the store holds %d loaded snapshot and ledger rows: %.0f s to load and analyse)"
-                  % (STORE_ROWS, time.monotonic() - t0), flush=True)
+                  % (STORE_ROWS, time.monotonic() - loading), flush=True)
         hz = os.sysconf("SC_CLK_TCK")
         server = ServerCpu(h)
         h.exec("ALTER SYSTEM SET autovacuum = off", db="postgres")
