@@ -2,7 +2,8 @@
 // aggregated read of the store (evidence/ages.hpp) gives each database and schema the histogram of
 // its tables' current-version ages, which /metrics then serves as it is (proxy/background_metrics.hpp).
 // Its own thread (cli/periodic.hpp) and connection: the relay never waits for it. A failed read
-// keeps the last histogram and is logged once until a read succeeds again.
+// keeps the last histogram and is logged once until a read succeeds again. The serves of one store
+// share the read (evidence::shared_age_histograms): one computes, the others read its result.
 #pragma once
 
 #include <cstdint>

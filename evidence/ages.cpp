@@ -1,5 +1,7 @@
 #include "evidence/ages.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace predrop::evidence {
 
 namespace {
@@ -115,6 +117,91 @@ std::vector<AgeHistogram> age_histograms(PgSession& store, const std::string& st
     h.count = std::stoll(r.text(i, 2 + static_cast<int>(bounds.size())));
     h.sum_s = std::stoll(r.text(i, 3 + static_cast<int>(bounds.size())));
     out.push_back(std::move(h));
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json histograms_json(const std::vector<AgeHistogram>& hs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& h : hs)
+    out.push_back({{"database", h.database}, {"schema", h.schema}, {"cumulative", h.cumulative}, {"count", h.count},
+                   {"sum_s", h.sum_s}});
+  return out;
+}
+
+std::vector<AgeHistogram> histograms_of(const std::string& text) {
+  std::vector<AgeHistogram> out;
+  for (const auto& j : nlohmann::json::parse(text)) {
+    AgeHistogram h;
+    h.database = j.at("database").get<std::string>();
+    h.schema = j.at("schema").get<std::string>();
+    h.cumulative = j.at("cumulative").get<std::vector<int64_t>>();
+    h.count = j.at("count").get<int64_t>();
+    h.sum_s = j.at("sum_s").get<int64_t>();
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+}  // namespace
+
+SharedAges shared_age_histograms(PgSession& store, const std::string& store_table, const std::vector<int64_t>& bounds,
+                                 int64_t fresh_for_ms) {
+  SharedAges out;
+  auto compute = [&] {
+    out.histograms = age_histograms(store, store_table, bounds);
+    out.computed = true;
+    out.computed_at = std::stod(store.exec("SELECT extract(epoch FROM now())").text(0, 0));
+  };
+  if (store.exec("SELECT to_regclass('predrop.table_ages') IS NOT NULL").text(0, 0) != "t") {
+    compute();
+    return out;
+  }
+  std::string bounds_text = "{";
+  for (size_t i = 0; i < bounds.size(); ++i) bounds_text += (i ? "," : "") + std::to_string(bounds[i]);
+  bounds_text += "}";
+  const capture::Params key{store_table, bounds_text, std::to_string(fresh_for_ms)};
+  // The row with these bounds: whether it is fresh, its histograms, when it was computed.
+  auto shared = [&]() -> std::optional<bool> {
+    auto r = store.exec("SELECT computed_at > now() - $3::bigint * interval '1 millisecond', histograms::text,"
+                        " extract(epoch FROM computed_at) FROM predrop.table_ages"
+                        " WHERE store_table = $1 AND bounds = $2::bigint[]",
+                        key);
+    if (r.rows() == 0) return std::nullopt;
+    out.histograms = histograms_of(r.text(0, 1));
+    out.computed_at = std::stod(r.text(0, 2));
+    return r.text(0, 0) == "t";
+  };
+  store.exec("BEGIN");
+  try {
+    auto fresh = shared();
+    if (!fresh || !*fresh) {
+      const bool locked = store.exec("SELECT pg_try_advisory_xact_lock($1::int, hashtext($2))",
+                                     {std::to_string(kAgesLockClass), store_table})
+                              .text(0, 0) == "t";
+      // Another serve is computing them: its row, fresh in a moment, is as good as this one's.
+      if (locked) fresh = shared();
+      if (locked && !(fresh && *fresh)) {
+        compute();
+        store.exec("INSERT INTO predrop.table_ages AS a (store_table, bounds, computed_at, histograms)"
+                   " VALUES ($1, $2::bigint[], now(), $3::jsonb) ON CONFLICT (store_table) DO UPDATE"
+                   " SET bounds = EXCLUDED.bounds, computed_at = EXCLUDED.computed_at, histograms = EXCLUDED.histograms",
+                   {store_table, bounds_text, histograms_json(out.histograms).dump()});
+      } else if (!fresh) {
+        compute();   // nothing shared yet with these bounds
+      }
+    }
+    store.exec("COMMIT");
+  } catch (...) {
+    // A store whose role may read the row and not write it still gets the histograms.
+    const bool had = out.computed;
+    try {
+      store.exec("ROLLBACK");
+    } catch (...) {
+    }
+    if (!had) throw;
   }
   return out;
 }

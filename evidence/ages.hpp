@@ -44,4 +44,18 @@ struct AgeHistogram {
 std::vector<AgeHistogram> age_histograms(PgSession& store, const std::string& store_table,
                                          const std::vector<int64_t>& bounds);
 
+// The histograms one serve of a fleet computes and the others read (migrations/0007_table_ages.sql):
+// the row in predrop.table_ages when it was computed within fresh_for with these bounds; else
+// computed here and written there by the serve that takes the advisory lock (kAgesLockClass,
+// hashtext(store_table)), while the others keep to the row as it is. Computed and not shared
+// where the store has no such table (a store not migrated to version 7) or the write is refused.
+inline constexpr int kAgesLockClass = 1885626727;  // "pdag"
+struct SharedAges {
+  std::vector<AgeHistogram> histograms;
+  bool computed = false;     // by this call (else read from the row another serve wrote)
+  double computed_at = 0;    // Unix seconds, the server's clock
+};
+SharedAges shared_age_histograms(PgSession& store, const std::string& store_table, const std::vector<int64_t>& bounds,
+                                 int64_t fresh_for_ms);
+
 }  // namespace predrop::evidence

@@ -30,7 +30,8 @@
 --   CONNECT on the covered database and on store_db;
 --   SELECT on the covered tables (pg_stats value profiles);
 --   USAGE on the store schemas; SELECT, INSERT, UPDATE on the snapshot table, predrop.drop_events,
---   predrop.quarantine and predrop.schedule_rounds (the baseline schedule's claimed rounds);
+--   predrop.quarantine, predrop.schedule_rounds (the baseline schedule's claimed rounds) and
+--   predrop.table_ages (the table ages' histograms one serve computes for the fleet);
 --   SELECT on predrop.schema_migrations (start-up version check).
 -- Not: CREATE anywhere, DELETE/TRUNCATE on the store, superuser, CREATEROLE, CREATEDB, REPLICATION,
 -- BYPASSRLS. Because it cannot CREATE in the store, run predrop with store.migrate_on_start: false
@@ -127,6 +128,8 @@ SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'role')
     WHERE to_regclass('predrop.quarantine') IS NOT NULL \gexec
   SELECT format('GRANT SELECT, INSERT, UPDATE ON TABLE predrop.schedule_rounds TO %I', :'role')
     WHERE to_regclass('predrop.schedule_rounds') IS NOT NULL \gexec
+  SELECT format('GRANT SELECT, INSERT, UPDATE ON TABLE predrop.table_ages TO %I', :'role')
+    WHERE to_regclass('predrop.table_ages') IS NOT NULL \gexec
   -- The store is predrop's own: nothing else in it for this role.
   SELECT format('REVOKE CREATE ON SCHEMA %I FROM %I', s, :'role')
     FROM (SELECT DISTINCT unnest(ARRAY['predrop', :'store_schema']) AS s) AS schemas \gexec

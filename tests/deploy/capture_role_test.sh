@@ -106,6 +106,8 @@ must_ok "INSERT into the snapshot table as the capture role" as "$role" "$store"
   "INSERT INTO predrop.schema_snapshots (schema_name, table_name, reason, actor, schema_hash) VALUES ('public', 't1', 'test', 'test', 'h')"
 must_ok "claim a baseline round in predrop.schedule_rounds as the capture role" as "$role" "$store" -c \
   "INSERT INTO predrop.schedule_rounds AS r (schedule, store_table, round_start) VALUES ('baseline', 'predrop.schema_snapshots', now()) ON CONFLICT (schedule, store_table) DO UPDATE SET round_start = EXCLUDED.round_start WHERE r.round_start < EXCLUDED.round_start"
+must_ok "share the table ages in predrop.table_ages as the capture role" as "$role" "$store" -c \
+  "INSERT INTO predrop.table_ages AS a (store_table, bounds, computed_at, histograms) VALUES ('predrop.schema_snapshots', '{60}', now(), '[]') ON CONFLICT (store_table) DO UPDATE SET computed_at = EXCLUDED.computed_at, histograms = EXCLUDED.histograms, bounds = EXCLUDED.bounds"
 must_ok "SELECT predrop.schema_migrations as the capture role" as "$role" "$store" -c "SELECT max(version) FROM predrop.schema_migrations"
 must_fail "DELETE on the store as the capture role" as "$role" "$store" -c "DELETE FROM predrop.drop_events"
 must_fail "TRUNCATE on the store as the capture role" as "$role" "$store" -c "TRUNCATE predrop.schema_snapshots"

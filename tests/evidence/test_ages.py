@@ -5,7 +5,8 @@ post_create, one made beside it from its first baseline ("at least"); then the s
 recreated three times in 40 days, one only a baseline ever saw ("at least"), one dropped for good
 (not listed), one dropped and created again (listed), one dropped when its snapshot was missed (the
 ledger's row says it went through: not listed), filters by database and schema, and the text
-form; then predrop_table_version_age_seconds on /metrics, as serve reads it. Uses tests/hold/holdlib.py."""
+form; then predrop_table_version_age_seconds on /metrics, as serve reads it, and how the serves of
+one store share that read through predrop.table_ages. Uses tests/hold/holdlib.py."""
 import json
 import os
 import subprocess
@@ -143,6 +144,45 @@ def test(h):
         or h.metrics()
     h.check("# TYPE predrop_table_version_age_seconds histogram" in text and 'database="otra_base"' in text,
             "a histogram, with every database the store knows")
+
+    # A fleet shares the read: a serve that finds predrop.table_ages fresh shows that row and does not
+    # aggregate the store; one that finds it stale computes the ages under the advisory lock and writes
+    # them there; one that finds the lock taken (another serve computing) keeps to the row as it is.
+    key = "SELECT pg_advisory_lock(1885626727, hashtext('predrop.schema_snapshots'))"
+    row = h.sq("SELECT bounds::text, histograms::text FROM predrop.table_ages WHERE store_table = 'predrop.schema_snapshots'")
+    h.check(len(row) == 1 and '"datos"' in row[0][1], "the serve wrote the ages it computed to predrop.table_ages", row)
+    fleet = ('[{"database": "de_la_flota", "schema": "s", "cumulative": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],'
+             ' "count": 1, "sum_s": 60}]')
+    h.exec("UPDATE predrop.table_ages SET computed_at = now() + interval '1 hour', histograms = %s", h.store_db, (fleet,))
+
+    def reads(source):
+        return h.metric("predrop_table_ages_reads_total", 'source="%s"' % source)
+
+    def showing(fn):
+        return h.wait_for(lambda: (lambda t: t if fn(t) else None)(h.metrics()), timeout=20)
+    shown = showing(lambda t: 'database="de_la_flota"' in t)
+    h.check(shown is not None and 'schema="datos"' not in shown and (reads("shared") or 0) >= 1,
+            "a fresh row another serve wrote: shown as it is, the store not read", (reads("computed"), reads("shared")))
+    computed = reads("computed")
+    locker = h.connect(h.store_db)
+    try:
+        with locker.cursor() as cur:
+            cur.execute(key)
+        h.exec("UPDATE predrop.table_ages SET computed_at = now() - interval '1 day'", h.store_db)
+        shared = reads("shared")
+        h.wait_for(lambda: (reads("shared") or 0) >= (shared or 0) + 2, timeout=20)
+        h.check(reads("computed") == computed and (reads("shared") or 0) >= (shared or 0) + 2
+                and 'database="de_la_flota"' in h.metrics(),
+                "a stale row while another serve holds the lock: kept to, not computed again",
+                (computed, reads("computed"), shared, reads("shared")))
+    finally:
+        locker.close()
+    shown = showing(lambda t: 'schema="datos"' in t and 'database="de_la_flota"' not in t)
+    fresh = h.sq("SELECT computed_at > now() - interval '1 minute', histograms::text FROM predrop.table_ages")
+    h.check(shown is not None and (reads("computed") or 0) > (computed or 0) and fresh and fresh[0][0]
+            and '"datos"' in fresh[0][1], "the lock let go: the stale row computed again and replaced", fresh)
+    h.check(shown is not None and "predrop_table_version_age_computed_timestamp_seconds " in shown,
+            "when the ages shown were computed is on /metrics too")
 
     bad = subprocess.run([h.bin, "ages", "--store", h.store_conninfo(), "--days", "0"], capture_output=True, text=True)
     h.check(bad.returncode == 2 and "--days" in bad.stderr, "a window under a day: a clear error",
