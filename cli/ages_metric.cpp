@@ -67,7 +67,7 @@ std::unique_ptr<PeriodicTask> start_ages_metric(std::shared_ptr<const policy::Co
         // Never queued for long behind a lock on the store (stop() joins this thread).
         evidence::PgSession store(cfg->store_conninfo, "predrop-ages", "-c lock_timeout=1000 -c statement_timeout=60000");
         // Fresh for half a period: what a serve shows is at most one and a half periods old, and a
-        // fleet computes the ages about once a period between all its serves, not once a serve.
+        // fleet computes the ages one to two times a period between all its serves, not once a serve.
         const auto ages = evidence::shared_age_histograms(store, cfg->store_table, kTableAgeBounds, period.count() / 2);
         ++(ages.computed ? computed : shared);
         proxy::set_background_metrics("ages", render_table_ages(ages.histograms) + render_ages_reads(ages, computed, shared));
