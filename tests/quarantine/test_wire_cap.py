@@ -9,7 +9,8 @@ one in at 12:00:00, and it opened a session in the direct database).
 
 Such a kicked round works in the database its kicks named, on sessions it keeps for the next kicked
 round until capture.idle_close_s pass (issue 21): the cluster's other databases see no session of
-the purger, the fourth DROP's purge runs on the third's sessions, and they close once idle."""
+the purger, the fourth DROP's purge runs on the third's sessions, and they close once idle. It
+measures only the held tables whose store rows give no size."""
 import time
 
 import wirelib
@@ -73,6 +74,23 @@ def test(w):
             (other_sessions, sessions_of(w, w.direct_db)))
     closed = w.wait_for(lambda: not purger_pids(w), timeout=20)
     w.check(closed, "the purger's sessions close once capture.idle_close_s (4) pass without a round", purger_pids(w))
+
+    # A kicked round takes a held table's size from its store row (the outcome check measured it as
+    # it recorded it) and measures only the tables no row gives: a new serve, which has measured
+    # nothing, counts c4 at the size its row says (set here to a terabyte, which no table of the test
+    # is), not at the size of the table itself.
+    w.stop_predrop()
+    w.exec("UPDATE predrop.quarantine SET bytes = 1000000000000 WHERE database_name = %s AND table_name = 'c4'",
+           w.store_db, (w.db,))
+    w.start_predrop("--hold-timeout-ms", "10000", config=CONFIG)
+    w.exec("CREATE TABLE c5 (a int)")
+    r = w.psql("DROP TABLE c5")
+    w.check(r.rc == 0, "psql through predrop (a new serve): DROP TABLE c5", r)
+    counted = w.wait_for(lambda: (lambda b: b if b is not None and b >= 1e12 else None)(
+        w.metric("predrop_quarantine_bytes")), timeout=15)
+    w.check(counted is not None and w.in_quarantine(oid4) is not None,
+            "the new serve's kicked round counts c4 at its store row's size, without measuring it",
+            (w.metric("predrop_quarantine_bytes"), w.metric("predrop_quarantine_tables")))
 
 
 if __name__ == "__main__":
