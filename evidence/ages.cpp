@@ -170,7 +170,14 @@ SharedAges shared_age_histograms(PgSession& store, const std::string& store_tabl
                         " WHERE store_table = $1 AND bounds = $2::bigint[]",
                         key);
     if (r.rows() == 0) return std::nullopt;
-    out.histograms = histograms_of(r.text(0, 1));
+    // A row that does not read as histograms (written by hand, or by another version) is no row:
+    // computed again and written over.
+    try {
+      out.histograms = histograms_of(r.text(0, 1));
+    } catch (const std::exception&) {
+      out.histograms.clear();
+      return std::nullopt;
+    }
     out.computed_at = std::stod(r.text(0, 2));
     return r.text(0, 0) == "t";
   };

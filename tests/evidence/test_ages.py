@@ -183,6 +183,12 @@ def test(h):
             and '"datos"' in fresh[0][1], "the lock let go: the stale row computed again and replaced", fresh)
     h.check(shown is not None and "predrop_table_version_age_computed_timestamp_seconds " in shown,
             "when the ages shown were computed is on /metrics too")
+    h.exec("UPDATE predrop.table_ages SET computed_at = now() + interval '1 hour', histograms = '{\"not\": 1}'",
+           h.store_db)
+    again = h.wait_for(lambda: (lambda r: r if r and '"datos"' in r[0][0] else None)(
+        h.sq("SELECT histograms::text FROM predrop.table_ages")), timeout=20)
+    h.check(again is not None, "a row that does not read as histograms: computed again and written over",
+            h.sq("SELECT histograms::text FROM predrop.table_ages"))
 
     bad = subprocess.run([h.bin, "ages", "--store", h.store_conninfo(), "--days", "0"], capture_output=True, text=True)
     h.check(bad.returncode == 2 and "--days" in bad.stderr, "a window under a day: a clear error",
