@@ -4,6 +4,7 @@
 // health (capture/store_health). Here: the pools, the thread, and the calls the proxy makes.
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
@@ -210,6 +211,11 @@ struct CaptureService::Impl {
                      alive[static_cast<uint32_t>(std::stoul(r.text(i, 0)))] = std::move(f);
                    }
                    std::vector<std::string> outcomes, quarantine_ids;
+                   // The store rows of the tables found quarantined: one statement for the check,
+                   // not one a table (issue 21: each was a statement and a commit of its own). What
+                   // the session did not say is NULL, as in the ledger's row.
+                   std::array<std::vector<std::optional<std::string>>, 10> rows;
+                   auto opt = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional(v); };
                    for (const auto& p : pending) {
                      auto it = alive.find(p.oid);
                      bool quarantined = it != alive.end() && !it->second.quarantine_id.empty();
@@ -218,13 +224,10 @@ struct CaptureService::Impl {
                        outcomes.push_back("quarantined");
                        quarantine_ids.push_back(it->second.quarantine_id);
                        const Found& f = it->second;
-                       Params params{database, f.detail, f.schema, f.table, f.bytes.empty() ? std::nullopt : std::optional(f.bytes),
-                                     p.snapshot_id.empty() ? std::nullopt : std::optional(p.snapshot_id),
-                                     p.event_id.empty() ? std::nullopt : std::optional(p.event_id),
-                                     std::to_string(p.retention_s), p.application_name, p.client_addr};
-                       ledger.exec([params = std::move(params)](const StoreSql&) {
-                         return BatchQuery{"predrop_quarantine_record_v1", quarantine::record_sql(quarantine::kQuarantineStoreTable), params};
-                       }, "quarantine record");
+                       const std::optional<std::string> row[] = {
+                           database, f.detail, f.schema, f.table, opt(f.bytes), opt(p.snapshot_id), opt(p.event_id),
+                           std::to_string(p.retention_s), opt(p.application_name), opt(p.client_addr)};
+                       for (size_t c = 0; c < rows.size(); ++c) rows[c].push_back(row[c]);
                        continue;
                      }
                      bool survived = it != alive.end();
@@ -232,8 +235,15 @@ struct CaptureService::Impl {
                      outcomes.push_back(survived ? "not_dropped" : "dropped");
                      quarantine_ids.emplace_back();
                    }
-                   if (std::any_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "quarantined"; }))
+                   if (!rows[0].empty()) {
+                     Params params;
+                     for (const auto& column : rows) params.push_back(pg_array_literal(column));
+                     ledger.exec([params = std::move(params)](const StoreSql&) {
+                       return BatchQuery{"predrop_quarantine_record_each_v1",
+                                         quarantine::record_each_sql(quarantine::kQuarantineStoreTable), params};
+                     }, "quarantine record");
                      quarantine::note_table_quarantined(database);
+                   }
                    // A missed snapshot's ledger row may still be on its way (the store that made it
                    // miss may be locked): the update waits for it.
                    std::vector<std::string> event_ids;

@@ -82,11 +82,12 @@ inline constexpr const char* kQuarantineMarkSql =
 // most of the listing's time (36 of 54 ms for 222 tables).
 std::string catalog_sql(std::string_view schema, bool measured_given = false);
 
-// INSERT of one store row, ON CONFLICT (id) DO NOTHING; nothing for a partition's comment (its
-// tree's row is the quarantine's). Parameters: $1 database_name, $2 detail
-// jsonb, $3 quarantine_schema, $4 quarantine_table, $5 bytes, $6 snapshot_id (uuid text or NULL),
-// $7 event_id (or NULL), $8 retention seconds, $9 application_name, $10 client_addr.
-std::string record_sql(std::string_view store_table);
+// INSERT of the store rows of tables an outcome check found quarantined, ON CONFLICT (id) DO
+// NOTHING; nothing for a partition's comment (its tree's row is the quarantine's). Parameters, arrays
+// in step, one element a table: $1 text[] database_name, $2 jsonb[] detail, $3 text[]
+// quarantine_schema, $4 text[] quarantine_table, $5 bigint[] bytes, $6 uuid[] snapshot_id, $7 uuid[]
+// event_id, $8 bigint[] retention seconds, $9 text[] application_name, $10 text[] client_addr.
+std::string record_each_sql(std::string_view store_table);
 // The same for many tables in one statement: $1 text[] databases, $2 jsonb[] details, $4 text[]
 // quarantine tables, $5 bigint[] bytes, in step; $6, $7, $9 and $10 NULL. A round of the purger
 // writes every held table's row in it (one statement a row cost the server more than the DROPs).

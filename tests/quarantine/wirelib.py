@@ -143,13 +143,18 @@ class Wire(holdlib.Hold):
                        "schema_name = %s AND table_name = %s AND table_oid = %s", (schema, name, oid))])
 
         def held():
-            return self.sq("SELECT id::text, state FROM predrop.quarantine WHERE database_name = %s AND table_oid = %s",
-                           (self.db, oid))
+            return self.sq("SELECT id::text, state, snapshot_id::text, event_id::text, application_name, client_addr "
+                           "FROM predrop.quarantine WHERE database_name = %s AND table_oid = %s", (self.db, oid))
         rows = self.wait_for(held, timeout=15)
         self.check(len(rows) == 1 and rows[0][1] == "held", "%s: predrop.quarantine has a held row" % label, rows)
         if e is not None and e.get("quarantine_id") is not None and rows:
             self.check(str(e["quarantine_id"]) == rows[0][0], "%s: the ledger's quarantine_id is the held row's id" % label,
                        (str(e["quarantine_id"]), rows[0][0]))
+            # The rows of one outcome check are written in one statement: each keeps its own DROP's.
+            want = (str(e["snapshot_id"]), str(e["id"]), e["application_name"], e["client_addr"])
+            self.check(tuple(rows[0][2:]) == want,
+                       "%s: the held row has its DROP's snapshot, ledger row, application and client" % label,
+                       (tuple(rows[0][2:]), want))
 
     def check_kept(self, qualified, oid, label):
         """Nothing happened to QUALIFIED on either side: still in its schema, never dropped."""
