@@ -155,7 +155,10 @@ SharedAges shared_age_histograms(PgSession& store, const std::string& store_tabl
     out.computed = true;
     out.computed_at = std::stod(store.exec("SELECT extract(epoch FROM now())").text(0, 0));
   };
-  if (store.exec("SELECT to_regclass('predrop.table_ages') IS NOT NULL").text(0, 0) != "t") {
+  // A store not migrated to version 7, or a role the table was not granted to (a capture role whose
+  // grants predate it: deploy/sql/capture-role.sql), computes on its own, as every serve did before.
+  if (store.exec("SELECT coalesce(has_table_privilege(to_regclass('predrop.table_ages'), 'SELECT, INSERT, UPDATE'), false)")
+          .text(0, 0) != "t") {
     compute();
     return out;
   }

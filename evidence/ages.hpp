@@ -48,7 +48,8 @@ std::vector<AgeHistogram> age_histograms(PgSession& store, const std::string& st
 // the row in predrop.table_ages when it was computed within fresh_for with these bounds; else
 // computed here and written there by the serve that takes the advisory lock (kAgesLockClass,
 // hashtext(store_table)), while the others keep to the row as it is. Computed and not shared
-// where the store has no such table (a store not migrated to version 7) or the write is refused.
+// where the store has no such table (a store not migrated to version 7), the role may not read and
+// write it, or the write is refused.
 inline constexpr int kAgesLockClass = 1885626727;  // "pdag"
 struct SharedAges {
   std::vector<AgeHistogram> histograms;

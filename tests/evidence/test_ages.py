@@ -194,6 +194,23 @@ def test(h):
     h.check(bad.returncode == 2 and "--days" in bad.stderr, "a window under a day: a clear error",
             (bad.returncode, bad.stderr))
 
+    # A role that may read the store but was never granted predrop.table_ages (a capture role whose
+    # grants predate store version 7) computes the ages on its own, as every serve did before.
+    ro = "ages_ro_%d" % os.getpid()
+    h.exec("CREATE ROLE %s LOGIN; GRANT USAGE ON SCHEMA predrop TO %s; GRANT SELECT ON predrop.schema_snapshots,"
+           " predrop.drop_events, predrop.schema_migrations TO %s" % (ro, ro, ro), h.store_db)
+    try:
+        h.stop_predrop()
+        h.start_predrop("--hold-timeout-ms", "10000", "--no-migrate", store=h.conninfo(h.store_db, user=ro),
+                        config="metrics:\n  ages_interval_s: 1\n")
+        got = h.wait_for(lambda: (lambda n: n if n is not None and n >= 2 else None)(reads("computed")), timeout=20)
+        h.check(got is not None and 'schema="datos"' in h.metrics() and reads("shared") == 0,
+                "a role without predrop.table_ages: the ages computed on their own, every read",
+                (reads("computed"), reads("shared")))
+    finally:
+        h.stop_predrop()
+        h.exec("DROP OWNED BY %s; DROP ROLE %s" % (ro, ro), h.store_db)
+
 
 if __name__ == "__main__":
     holdlib.main(test, "ages")
