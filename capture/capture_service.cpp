@@ -215,6 +215,7 @@ struct CaptureService::Impl {
                    // not one a table (issue 21: each was a statement and a commit of its own). What
                    // the session did not say is NULL, as in the ledger's row.
                    std::array<std::vector<std::optional<std::string>>, 10> rows;
+                   std::map<std::string, size_t> row_of;   // by quarantine id
                    auto opt = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional(v); };
                    for (const auto& p : pending) {
                      auto it = alive.find(p.oid);
@@ -227,7 +228,14 @@ struct CaptureService::Impl {
                        const std::optional<std::string> row[] = {
                            database, f.detail, f.schema, f.table, opt(f.bytes), opt(p.snapshot_id), opt(p.event_id),
                            std::to_string(p.retention_s), opt(p.application_name), opt(p.client_addr)};
-                       for (size_t c = 0; c < rows.size(); ++c) rows[c].push_back(row[c]);
+                       // Two DROPs of one table in a transaction (the first undone by a ROLLBACK
+                       // TO SAVEPOINT) find the same quarantine: its row is the last's, whose move
+                       // stood, not the first's (which one statement a table let win).
+                       const auto [at, first] = row_of.emplace(f.quarantine_id, rows[0].size());
+                       for (size_t c = 0; c < rows.size(); ++c) {
+                         if (first) rows[c].push_back(row[c]);
+                         else rows[c][at->second] = row[c];
+                       }
                        continue;
                      }
                      bool survived = it != alive.end();
