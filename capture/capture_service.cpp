@@ -216,6 +216,9 @@ struct CaptureService::Impl {
                    // the session did not say is NULL, as in the ledger's row.
                    std::array<std::vector<std::optional<std::string>>, 10> rows;
                    std::map<std::string, size_t> row_of;   // by quarantine id
+                   // The tree's comment, as the move writes it (jsonb's text: quarantine/move_sql.hpp,
+                   // kQuarantineMarkSql); a partition's says "predrop_quarantine_member".
+                   static constexpr std::string_view kTreeMark = "\"predrop_quarantine\": 1";
                    auto opt = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional(v); };
                    for (const auto& p : pending) {
                      auto it = alive.find(p.oid);
@@ -228,6 +231,9 @@ struct CaptureService::Impl {
                        const std::optional<std::string> row[] = {
                            database, f.detail, f.schema, f.table, opt(f.bytes), opt(p.snapshot_id), opt(p.event_id),
                            std::to_string(p.retention_s), opt(p.application_name), opt(p.client_addr)};
+                       // A partition's comment only points at its tree's, whose row is the
+                       // quarantine's (record_each_sql writes none for it).
+                       if (f.detail.find(kTreeMark) == std::string::npos) continue;
                        // Two DROPs of one table in a transaction (the first undone by a ROLLBACK
                        // TO SAVEPOINT) find the same quarantine: its row is the last's, whose move
                        // stood, not the first's (which one statement a table let win).
