@@ -23,6 +23,7 @@
 #include "capture/ledger_writer.hpp"
 #include "capture/pg_async.hpp"
 #include "quarantine/move_sql.hpp"
+#include "quarantine/store_rows.hpp"
 #include "capture/snapshot_pipeline.hpp"
 #include "capture/store_admin.hpp"
 #include "capture/store_health.hpp"

@@ -11,6 +11,7 @@
 
 #include "capture/catalog_queries.hpp"
 #include "quarantine/move_sql.hpp"
+#include "quarantine/store_rows.hpp"
 #include "capture/store_writer.hpp"
 
 namespace predrop::capture {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "capture/snapshot.hpp"
+#include "quarantine/store_rows.hpp"
 #include "evidence/fleet_schedule.hpp"
 
 namespace predrop::quarantine {
