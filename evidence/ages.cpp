@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capture/snapshot.hpp"
+
 namespace predrop::evidence {
 
 namespace {
@@ -162,9 +164,9 @@ SharedAges shared_age_histograms(PgSession& store, const std::string& store_tabl
     compute();
     return out;
   }
-  std::string bounds_text = "{";
-  for (size_t i = 0; i < bounds.size(); ++i) bounds_text += (i ? "," : "") + std::to_string(bounds[i]);
-  bounds_text += "}";
+  std::vector<std::optional<std::string>> bound_texts;
+  for (int64_t b : bounds) bound_texts.push_back(std::to_string(b));
+  const std::string bounds_text = capture::pg_array_literal(bound_texts);
   const capture::Params key{store_table, bounds_text, std::to_string(fresh_for_ms)};
   // The row with these bounds: whether it is fresh, its histograms, when it was computed.
   auto shared = [&]() -> std::optional<bool> {
