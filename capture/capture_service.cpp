@@ -23,7 +23,6 @@
 #include "capture/ledger_writer.hpp"
 #include "capture/pg_async.hpp"
 #include "quarantine/move_sql.hpp"
-#include "quarantine/store_rows.hpp"
 #include "capture/snapshot_pipeline.hpp"
 #include "capture/store_admin.hpp"
 #include "capture/store_health.hpp"
@@ -223,7 +222,8 @@ struct CaptureService::Impl {
                    auto opt = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional(v); };
                    for (const auto& p : pending) {
                      auto it = alive.find(p.oid);
-                     bool quarantined = it != alive.end() && !it->second.quarantine_id.empty();
+                     // A quarantine a failed DROP's table is found in is another DROP's.
+                     bool quarantined = !p.statement_failed && it != alive.end() && !it->second.quarantine_id.empty();
                      if (quarantined) {
                        ++counters.quarantined;
                        outcomes.push_back("quarantined");
@@ -236,40 +236,47 @@ struct CaptureService::Impl {
                        // quarantine's (record_each_sql writes none for it).
                        if (f.detail.find(kTreeMark) == std::string::npos) continue;
                        // Two DROPs of one table in a transaction (the first undone by a ROLLBACK
-                       // TO SAVEPOINT) find the same quarantine: its row is the last's, whose move
-                       // stood, not the first's (which one statement a table let win).
+                       // TO SAVEPOINT) find the same quarantine: its row is the later's, whose move
+                       // stood (event ids sort in the order made), as record_each_sql keeps it.
                        const auto [at, first] = row_of.emplace(f.quarantine_id, rows[0].size());
+                       const bool later = !first && rows[6][at->second] < row[6];
                        for (size_t c = 0; c < rows.size(); ++c) {
                          if (first) rows[c].push_back(row[c]);
-                         else rows[c][at->second] = row[c];
+                         else if (later) rows[c][at->second] = row[c];
                        }
                        continue;
                      }
-                     bool survived = it != alive.end();
+                     bool survived = p.statement_failed || it != alive.end();
                      ++(survived ? counters.not_dropped : counters.dropped);
                      outcomes.push_back(survived ? "not_dropped" : "dropped");
                      quarantine_ids.emplace_back();
-                   }
-                   if (!rows[0].empty()) {
-                     Params params;
-                     for (const auto& column : rows) params.push_back(pg_array_literal(column));
-                     ledger.exec([params = std::move(params)](const StoreSql&) {
-                       return BatchQuery{"predrop_quarantine_record_each_v1",
-                                         quarantine::record_each_sql(quarantine::kQuarantineStoreTable), params};
-                     }, "quarantine record");
-                     quarantine::note_table_quarantined(database);
                    }
                    // A missed snapshot's ledger row may still be on its way (the store that made it
                    // miss may be locked): the update waits for it.
                    std::vector<std::string> event_ids;
                    for (const auto& p : pending)
                      if (p.snapshot_id.empty() && !p.event_id.empty()) event_ids.push_back(p.event_id);
-                   ledger.after_insert(event_ids, [this, pending, outcomes, quarantine_ids] {
-                     ledger.exec([pending, outcomes, quarantine_ids](const StoreSql& s) {
-                       return BatchQuery{"predrop_outcome_v2", s.outcome, outcome_params(pending, outcomes, quarantine_ids),
-                                         Plan::follows_growth};
-                     }, "outcome update");
-                   });
+                   auto settle = [this, event_ids = std::move(event_ids), pending, outcomes, quarantine_ids] {
+                     ledger.after_insert(event_ids, [this, pending, outcomes, quarantine_ids] {
+                       const bool any = !std::all_of(quarantine_ids.begin(), quarantine_ids.end(),
+                                                     [](const std::string& q) { return q.empty(); });
+                       ledger.exec([pending, outcomes, quarantine_ids, any](const StoreSql& s) {
+                         return BatchQuery{any ? "predrop_outcome_quarantined_v1" : "predrop_outcome_v3",
+                                           any ? s.outcome_quarantined : s.outcome,
+                                           outcome_params(pending, outcomes, quarantine_ids), Plan::follows_growth};
+                       }, "outcome update");
+                     });
+                   };
+                   if (rows[0].empty()) return settle();
+                   Params params;
+                   for (const auto& column : rows) params.push_back(pg_array_literal(column));
+                   // The update follows the rows: it reads which DROP each quarantine's row names
+                   // (an earlier DROP found quarantined too says not_dropped), and on another store
+                   // connection it could overtake them.
+                   ledger.exec([params = std::move(params)](const StoreSql& s) {
+                     return BatchQuery{"predrop_quarantine_record_each_v2", s.quarantine_record, params};
+                   }, "quarantine record", std::move(settle));
+                   quarantine::note_table_quarantined(database);
                  });
     });
   }

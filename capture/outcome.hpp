@@ -52,7 +52,12 @@ struct PendingOutcome {
   // The hold that wrote it, written with the outcome (no statement of its own): onto the ledger
   // row, and onto the snapshot row when the hold wrote it (not one it was deduplicated against).
   std::optional<double> hold_ms{};
-  bool hold_ms_on_snapshot = false;
+  // snapshot_id is the snapshot this hold wrote; else the one it was deduplicated against, which an
+  // earlier DROP wrote: that one's outcome is not undone by this DROP's not_dropped.
+  bool wrote_snapshot = false;
+  // The server answered the statement with an error: it dropped nothing (not_dropped), and a
+  // quarantine the check finds the table in is another DROP's.
+  bool statement_failed = false;
 };
 
 }  // namespace predrop::capture

@@ -12,6 +12,9 @@
 #include <iterator>
 #include <random>
 
+#include "quarantine/move_sql.hpp"
+#include "quarantine/store_rows.hpp"
+
 namespace predrop::capture {
 
 namespace {
@@ -261,17 +264,30 @@ SELECT cardinality($1::uuid[]), (SELECT count(*) FROM b)
 
 // Each row's hold_ms rides along ($5 onto the ledger row, $6 onto the snapshot it wrote; empty:
 // leave it), so a hold that ends in an outcome check costs no statement of its own.
+// A DROP found quarantined whose quarantine's store row names a later DROP (written before, in the
+// same order: quarantine/store_rows.hpp) did not drop the table: the later one's move stood. @LATER@
+// says so (outcome_quarantined); `outcome` has false there, and needs no privilege on the quarantine's
+// table where no rule quarantines.
 constexpr const char* kOutcomeSql = R"SQL(
-WITH u AS (
+WITH v AS (
   SELECT NULLIF(sid, '')::uuid AS sid, NULLIF(eid, '')::uuid AS eid, outcome, NULLIF(qid, '')::uuid AS qid,
-         NULLIF(ehold, '')::float8 AS ehold, NULLIF(shold, '')::float8 AS shold
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-         AS u(sid, eid, outcome, qid, ehold, shold)
+         NULLIF(ehold, '')::float8 AS ehold, NULLIF(shold, '')::float8 AS shold, own
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[])
+         AS u(sid, eid, outcome, qid, ehold, shold, own)
+), u AS (
+  SELECT sid, eid, CASE WHEN later THEN 'not_dropped' ELSE outcome END AS outcome,
+         CASE WHEN later THEN NULL ELSE qid END AS qid, ehold, shold, own
+    FROM (SELECT v.*, @LATER@ AS later FROM v) v
 ), a AS (
+  -- One update a snapshot, the latest DROP's. A deduplicated DROP's row names the snapshot an
+  -- earlier DROP of the same shape wrote (own false): it settles that snapshot only by dropping or
+  -- quarantining its table, never undoes what the earlier DROP did.
   UPDATE @STORE@ s SET drop_outcome = u.outcome, outcome_at = now(), hold_ms = coalesce(u.shold, s.hold_ms),
          extra = CASE WHEN u.qid IS NULL THEN s.extra
                       ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_build_object('quarantine_id', u.qid) END
-    FROM u WHERE s.id = u.sid RETURNING 1
+    FROM (SELECT DISTINCT ON (sid) * FROM u WHERE sid IS NOT NULL AND (own OR outcome <> 'not_dropped')
+           ORDER BY sid, eid DESC NULLS LAST) u
+   WHERE s.id = u.sid RETURNING 1
 ), b AS (
   UPDATE @EVENTS@ e SET drop_outcome = u.outcome, outcome_at = now(), quarantine_id = u.qid,
          hold_ms = coalesce(u.ehold, e.hold_ms)
@@ -338,13 +354,19 @@ void expand_snapshot_sql(std::string& sql, std::string_view row) {
 StoreSql build_store_sql(const std::string& store, const std::string& events) {
   StoreSql s{std::string(kWriteRowsSql) + kWritePairingSql + kWriteSnapshotsSql + kWriteEndSql,
              std::string(kWriteRowsSql) + kWriteBeforesSql + kWriteEndSql,
-             kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql, kCopyAfterSql};
+             kEventsSql, kHoldSql, kHoldEventsSql, kOutcomeSql, kCopyAfterSql,
+             quarantine::record_each_sql(quarantine::kQuarantineStoreTable, store, events), kOutcomeSql};
+  replace_all(s.outcome, "@LATER@", "false");
+  replace_all(s.outcome_quarantined, "@LATER@",
+              "(qid IS NOT NULL AND eid < (SELECT q.event_id FROM @QUARANTINE@ q WHERE q.id = v.qid))");
   expand_pair_of(s.write);
   expand_pair_of(s.copy_after);
-  for (auto* sql : {&s.write, &s.write_befores, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after}) {
+  for (auto* sql : {&s.write, &s.write_befores, &s.events, &s.hold, &s.hold_events, &s.outcome, &s.copy_after,
+                    &s.outcome_quarantined}) {
     expand_snapshot_sql(*sql, "w");
     replace_all(*sql, "@STORE@", store);
     replace_all(*sql, "@EVENTS@", events);
+    replace_all(*sql, "@QUARANTINE@", quarantine::kQuarantineStoreTable);
   }
   return s;
 }
@@ -488,18 +510,19 @@ Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vect
 
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
                       const std::vector<std::string>& quarantine_ids) {
-  Column s, e, o, q, eh, sh;
+  Column s, e, o, q, eh, sh, own;
   for (size_t i = 0; i < pending.size(); ++i) {
     const PendingOutcome& p = pending[i];
+    own.push_back(p.wrote_snapshot ? "t" : "f");
     s.push_back(p.snapshot_id);
     e.push_back(p.event_id);
     o.push_back(outcomes[i]);
     q.push_back(i < quarantine_ids.size() ? quarantine_ids[i] : std::string());
     eh.push_back(p.hold_ms ? ms_text(*p.hold_ms) : std::string());
-    sh.push_back(p.hold_ms && p.hold_ms_on_snapshot ? ms_text(*p.hold_ms) : std::string());
+    sh.push_back(p.hold_ms && p.wrote_snapshot ? ms_text(*p.hold_ms) : std::string());
   }
   return {pg_array_literal(s), pg_array_literal(e), pg_array_literal(o), pg_array_literal(q), pg_array_literal(eh),
-          pg_array_literal(sh)};
+          pg_array_literal(sh), pg_array_literal(own)};
 }
 
 namespace {
@@ -547,10 +570,20 @@ std::string new_uuid() {
   // outcome update on a leaf page of its own anywhere in the index. Time-ordered keys land on the
   // few newest leaves. In a store of 1,000,000 snapshots, recreating tables at one client, a hold's
   // store write executed in 0.43 ms with random ids and 0.34 ms with these (issue 21).
-  const uint64_t ms = static_cast<uint64_t>(
+  // The 12 bits after the time count within its millisecond (RFC 9562, method 1), so that ids made
+  // in one process sort in the order made even within a millisecond: an outcome check tells the
+  // later of two DROPs of one table by its event id (quarantine/store_rows.hpp). A count past 4,095
+  // carries into the time, which runs ahead of the clock by as much.
+  const uint64_t now_ms = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  static std::atomic<uint64_t> last_made{0};
+  uint64_t made = last_made.load(std::memory_order_relaxed), next;
+  do next = std::max(now_ms << 12, made + 1);
+  while (!last_made.compare_exchange_weak(made, next, std::memory_order_relaxed));
+  const uint64_t ms = next >> 12;
   for (int i = 0; i < 6; ++i) b[i] = static_cast<unsigned char>(ms >> (8 * (5 - i)));
-  b[6] = (b[6] & 0x0F) | 0x70;  // version 7
+  b[6] = static_cast<unsigned char>(0x70 | ((next >> 8) & 0x0F));  // version 7
+  b[7] = static_cast<unsigned char>(next & 0xFF);
   b[8] = (b[8] & 0x3F) | 0x80;  // RFC 9562 variant
   static constexpr char hex[] = "0123456789abcdef";
   std::string out(36, '-');

@@ -23,6 +23,8 @@ struct StoreSql {
   std::string hold_events;  // hold_ms onto ledger rows only: no lock on the snapshot table, which may be held
   std::string outcome;   // drop_outcome onto snapshot and ledger rows
   std::string copy_after;   // afters absorbed by later holds: each hold's before, copied as its after
+  std::string quarantine_record;   // the store rows of quarantined tables (quarantine/store_rows.hpp)
+  std::string outcome_quarantined;   // outcome, for checks that found tables quarantined
 };
 StoreSql build_store_sql(const std::string& quoted_store_table, const std::string& quoted_events_table);
 
@@ -84,7 +86,8 @@ Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vect
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
                       const std::vector<std::string>& quarantine_ids);
 
-// A time-ordered (version 7: Unix milliseconds, then 74 random bits) UUID, as text.
+// A time-ordered UUID, as text (version 7: Unix milliseconds, a 12-bit count within the
+// millisecond, then 62 random bits): the ids one process makes sort in the order it made them.
 std::string new_uuid();
 
 }  // namespace predrop::capture

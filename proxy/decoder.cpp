@@ -436,6 +436,12 @@ void Decoder::note_held(std::vector<HeldTable> tables) {
   owed_.back().held = std::make_shared<const std::vector<HeldTable>>(std::move(tables));
 }
 
+void Decoder::note_outcome_checks(std::vector<capture::PendingOutcome> checks) {
+  if (checks.empty()) return;
+  const auto at = transactions_.await_end(std::move(checks));
+  if (!owed_.empty()) owed_.back().checks = at;
+}
+
 parser::SearchPathTracker Decoder::search_path_ahead() const {
   parser::SearchPathTracker path = search_path_;
   // Every owed entry but the last (the statement being judged, whose own SETs the hold walks),
@@ -543,6 +549,10 @@ void Decoder::account_error(BackendEvent& ev) {
   if (owed_.empty()) return;   // a FATAL, or an error outside any cycle: it answers nothing owed
   OwedReply& e = owed_.front();
   ev.refusal_error = e.refusal;
+  // The held statement failed: its DROPs dropped nothing. In a Query of several statements, only
+  // when none had completed (one that did may have committed what came before the error).
+  if (e.checks.count > 0 && (e.kind == K::execute || (e.kind == K::query && e.completed == 0)))
+    transactions_.failed_checks(e.checks);
   if (e.kind == K::query || e.kind == K::function_call) {
     e.failed = true;
     return;

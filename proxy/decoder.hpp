@@ -112,6 +112,7 @@ struct OwedReply {
   std::shared_ptr<const parser::Facts> previous{};   // parse, deferred: what the name meant before
   std::shared_ptr<const std::vector<HeldTable>> held{};   // query / execute: what its hold snapshotted
   std::shared_ptr<const Substitutes> substitutes{};      // query / execute: statements predrop replaced
+  TransactionTracker::ChecksAt checks{};   // query / execute: its hold's outcome checks, in the tracker
 };
 
 // A queue with a moving head, compacted as it goes so that a long pipeline never grows it
@@ -230,6 +231,8 @@ class Decoder {
   bool tracks_shape_changes() const { return transactions_.enabled(); }
   // The statement just judged (the back of the owed queue) was held and these tables snapshotted.
   void note_held(std::vector<HeldTable> tables);
+  // Its hold's outcome checks, for the transaction's end; an error in its place marks them failed.
+  void note_outcome_checks(std::vector<capture::PendingOutcome> checks);
 
  private:
   FrontendEvent statement_event(char type, std::shared_ptr<const parser::Facts> facts);

@@ -607,7 +607,7 @@ void Session::close(std::string_view why) {
     for (const auto& p : decoder_->transactions().take_outcome_checks())
       if (p.hold_ms) {
         capture::TableResult t;
-        t.outcome = p.hold_ms_on_snapshot ? capture::SnapshotOutcome::written : capture::SnapshotOutcome::deduplicated;
+        t.outcome = p.wrote_snapshot ? capture::SnapshotOutcome::written : capture::SnapshotOutcome::deduplicated;
         t.snapshot_id = p.snapshot_id;
         t.event_id = p.event_id;
         ctx_.capture->mark_hold({t}, *p.hold_ms);

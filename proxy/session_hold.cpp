@@ -18,7 +18,7 @@ std::weak_ptr<void> Session::hold_lifetime() { return weak_from_this(); }
 void Session::hold_ended(HoldEnd end) {
   Pipe& p = front_;
   decoder_->note_held(std::move(end.captured));
-  decoder_->transactions().await_end(std::move(end.outcome_checks));
+  decoder_->note_outcome_checks(std::move(end.outcome_checks));
   if (end.ending == HoldEnding::client_left) return close("client left during a hold");
   if (end.stand_in) {
     p.discard = hold_.held_bytes();

@@ -81,11 +81,29 @@ class TransactionTracker {
   // The outcome checks of a hold's DROPs (its HoldEnd): what became of them is known once the
   // transaction ends, whether or not shape changes are followed. relay.cpp takes them at
   // ReadyForQuery back to idle, and parks them under a prepared transaction's gid.
-  void await_end(std::vector<capture::PendingOutcome> checks) {
+  // Returns where they are, for failed_checks.
+  struct ChecksAt {
+    uint64_t taking = 0;   // take_outcome_checks calls before them
+    uint32_t first = 0, count = 0;
+  };
+  ChecksAt await_end(std::vector<capture::PendingOutcome> checks) {
+    ChecksAt at{takings_, static_cast<uint32_t>(outcome_checks_.size()), static_cast<uint32_t>(checks.size())};
     for (auto& c : checks) outcome_checks_.push_back(std::move(c));
+    return at;
+  }
+  // The server refused the statement whose hold left these checks: its DROPs dropped nothing,
+  // whatever the catalog shows at the transaction's end (another DROP of the table may have
+  // quarantined it meanwhile). Checks already taken are left as they are.
+  void failed_checks(const ChecksAt& at) {
+    if (at.taking != takings_) return;
+    for (uint32_t i = at.first; i < at.first + at.count && i < outcome_checks_.size(); ++i)
+      outcome_checks_[i].statement_failed = true;
   }
   bool has_outcome_checks() const { return !outcome_checks_.empty(); }
-  std::vector<capture::PendingOutcome> take_outcome_checks() { return std::exchange(outcome_checks_, {}); }
+  std::vector<capture::PendingOutcome> take_outcome_checks() {
+    ++takings_;
+    return std::exchange(outcome_checks_, {});
+  }
 
  private:
   // A DROP this transaction ran, its table snapshotted by the hold; consumed_by: the index in
@@ -114,6 +132,7 @@ class TransactionTracker {
   std::optional<std::string> prepared_gid_;
   uint64_t changes_dropped_ = 0;
   std::vector<capture::PendingOutcome> outcome_checks_;
+  uint64_t takings_ = 0;
 };
 
 }  // namespace predrop::proxy

@@ -35,12 +35,34 @@ constexpr const char* kSetWhereHeld =
 
 }  // namespace
 
-std::string record_each_sql(std::string_view store_table) {
-  return record_rows_sql(store_table,
+std::string record_each_sql(std::string_view store_table, std::string_view snapshots_table,
+                            std::string_view events_table) {
+  const std::string quarantine = quote_qualified_ident(store_table);
+  const std::string snapshots(snapshots_table), events(events_table);
+  // A row already there is a DROP's that came before (a later one's move is the one that stood:
+  // event ids sort in the order made, capture/store_writer.hpp), or one the purger wrote without
+  // the DROP's ids: it becomes this DROP's. The DROP it named did not drop the table after all:
+  // its ledger row, and the snapshot that row names, say not_dropped.
+  return "WITH old AS (SELECT q.id, q.event_id FROM " + quarantine +
+         " q WHERE q.id IN (SELECT (d->>'id')::uuid FROM unnest($2::jsonb[]) AS d)), ins AS (" +
+         record_rows_sql(store_table,
                          "unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::bigint[], $6::uuid[], $7::uuid[],"
                          " $8::bigint[], $9::text[], $10::text[])"
                          " AS a(db, d, qs, qtable, bytes, sid, eid, retention, app, addr)",
-                         "'held'", "NULL", "ON CONFLICT (id) DO NOTHING", true);
+                         "'held'", "NULL",
+                         "ON CONFLICT (id) DO UPDATE SET snapshot_id = EXCLUDED.snapshot_id, event_id = EXCLUDED.event_id,"
+                         " application_name = EXCLUDED.application_name, client_addr = EXCLUDED.client_addr,"
+                         " bytes = coalesce(EXCLUDED.bytes, q.bytes), expires_at = EXCLUDED.expires_at"
+                         " WHERE q.state = 'held' AND EXCLUDED.event_id IS NOT NULL"
+                         " AND (q.event_id IS NULL OR q.event_id < EXCLUDED.event_id) RETURNING q.id, q.event_id",
+                         true) +
+         "), lost AS (UPDATE " + events + " e SET drop_outcome = 'not_dropped', outcome_at = now(), quarantine_id = NULL"
+         " FROM old JOIN ins ON ins.id = old.id WHERE e.id = old.event_id AND old.event_id <> ins.event_id"
+         " RETURNING e.snapshot_id, old.id)"
+         // Only where the snapshot names this quarantine: a deduplicated DROP's names one an earlier
+         // DROP wrote, whose own outcome stands.
+         " UPDATE " + snapshots + " s SET drop_outcome = 'not_dropped', outcome_at = now(), extra = s.extra - 'quarantine_id'"
+         " FROM lost WHERE s.id = lost.snapshot_id AND s.extra->>'quarantine_id' = lost.id::text";
 }
 
 std::string record_many_sql(std::string_view store_table) {

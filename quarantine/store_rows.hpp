@@ -8,12 +8,17 @@
 
 namespace predrop::quarantine {
 
-// INSERT of the store rows of tables an outcome check found quarantined, ON CONFLICT (id) DO
-// NOTHING; nothing for a partition's comment (its tree's row is the quarantine's). Parameters, arrays
-// in step, one element a table: $1 text[] database_name, $2 jsonb[] detail, $3 text[]
-// quarantine_schema, $4 text[] quarantine_table, $5 bigint[] bytes, $6 uuid[] snapshot_id, $7 uuid[]
-// event_id, $8 bigint[] retention seconds, $9 text[] application_name, $10 text[] client_addr.
-std::string record_each_sql(std::string_view store_table);
+// INSERT of the store rows of tables an outcome check found quarantined; nothing for a partition's
+// comment (its tree's row is the quarantine's). A held row already there takes this DROP's ids when
+// it has none (the purger wrote it) or an earlier DROP's: of two DROPs of one table (the first
+// refused, or undone by ROLLBACK TO SAVEPOINT), the later one's move is the one that stood, whichever
+// outcome check comes first. The earlier DROP's ledger row in events_table, and the snapshot it
+// names in snapshots_table (both already quoted), then say not_dropped. Parameters, arrays in step,
+// one element a table: $1 text[] database_name, $2 jsonb[] detail, $3 text[] quarantine_schema, $4
+// text[] quarantine_table, $5 bigint[] bytes, $6 uuid[] snapshot_id, $7 uuid[] event_id, $8 bigint[]
+// retention seconds, $9 text[] application_name, $10 text[] client_addr; one element a quarantine.
+std::string record_each_sql(std::string_view store_table, std::string_view snapshots_table,
+                            std::string_view events_table);
 // The same for many tables in one statement: $1 text[] databases, $2 jsonb[] details, $4 text[]
 // quarantine tables, $5 bigint[] bytes, in step; $6, $7, $9 and $10 NULL. A round of the purger
 // writes every held table's row in it (one statement a row cost the server more than the DROPs).

@@ -461,7 +461,8 @@ TEST_F(CaptureTest, ConfirmOutcomesByOid) {
   ASSERT_EQ(res.outcome, SnapshotOutcome::written);
   db->exec("DROP TABLE gone");
   std::vector<PendingOutcome> pending;
-  for (const auto& t : res.tables) pending.push_back({.oid = t.oid, .snapshot_id = t.snapshot_id, .event_id = t.event_id});
+  for (const auto& t : res.tables)
+    pending.push_back({.oid = t.oid, .snapshot_id = t.snapshot_id, .event_id = t.event_id, .wrote_snapshot = true});
   svc.confirm_outcomes(src->name(), pending);
   eventually(*sdb, "SELECT string_agg(table_name || '=' || drop_outcome, ',' ORDER BY table_name) FROM predrop.schema_snapshots "
                    "WHERE outcome_at IS NOT NULL", "gone=dropped,keep=not_dropped");
@@ -469,6 +470,90 @@ TEST_F(CaptureTest, ConfirmOutcomesByOid) {
              "gone=dropped,keep=not_dropped");
   svc.mark_hold(res.tables, 12.5);
   eventually(*sdb, "SELECT count(*) FROM predrop.drop_events WHERE hold_ms = 12.5", "2");
+}
+
+// Two DROPs of one table, the first refused (DROP SCHEMA without CASCADE) or undone (ROLLBACK TO
+// SAVEPOINT), the second's move the one that stood: both outcome checks find the table quarantined,
+// in either order or in one batch. The store row is the later DROP's; the earlier DROP's ledger row
+// and snapshot say not_dropped (quarantine/store_rows.hpp).
+TEST_F(CaptureTest, TheLaterOfTwoDropsOfOneTableHoldsItsQuarantine) {
+  db->exec("CREATE SCHEMA q_s");
+  CaptureService svc(cfg);
+  // Two holds of one table, then its quarantine as the move leaves it (quarantine/move_sql.cpp): the
+  // table in the quarantine schema, its comment the quarantine's.
+  struct Drops {
+    SnapshotResult earlier, later;
+    std::string qid;
+  };
+  auto two_drops = [&](const std::string& t) {
+    Drops d;
+    db->exec("CREATE TABLE " + t + " (a int)");
+    d.earlier = run(svc, request({table("public", t)}));
+    db->exec("ALTER TABLE " + t + " ADD COLUMN b int");  // a shape of its own: written, not deduplicated
+    d.later = run(svc, request({table("public", t)}));
+    EXPECT_EQ(d.earlier.tables.size(), 1u);
+    EXPECT_EQ(d.later.tables.size(), 1u);
+    EXPECT_EQ(d.later.tables.at(0).outcome, SnapshotOutcome::written);
+    EXPECT_LT(d.earlier.tables.at(0).event_id, d.later.tables.at(0).event_id);
+    d.qid = new_uuid();
+    db->exec("ALTER TABLE " + t + " SET SCHEMA q_s; DO $$BEGIN EXECUTE format('COMMENT ON TABLE q_s." + t +
+             " IS %L', jsonb_build_object('predrop_quarantine', 1, 'id', '" + d.qid + "', 'schema', 'public', 'table', '" + t +
+             "', 'oid', " + std::to_string(d.later.tables.at(0).oid) +
+             ", 'dropped_at', '2026-12-07T12:00:00Z', 'dropped_by', 'postgres')::text); END$$");
+    return d;
+  };
+  auto pending = [](const SnapshotResult& r, bool failed = false) {
+    const TableResult& x = r.tables.at(0);
+    return PendingOutcome{.oid = x.oid, .snapshot_id = x.snapshot_id, .event_id = x.event_id, .quarantine_schema = "q_s",
+                          .retention_s = 3600, .wrote_snapshot = true, .statement_failed = failed};
+  };
+  auto held_by = [](const Drops& d) { return "SELECT event_id::text FROM predrop.quarantine WHERE id = '" + d.qid + "'"; };
+  // The ledger's and the snapshots' outcomes of the table's two DROPs, earlier first.
+  auto settled = [&](const std::string& t, const std::string& want) {
+    EXPECT_TRUE(eventually(*sdb, "SELECT string_agg(drop_outcome || coalesce('/' || quarantine_id, ''), ',' ORDER BY id) "
+                                 "FROM predrop.drop_events WHERE table_name = '" + t + "'", want));
+    EXPECT_TRUE(eventually(*sdb, "SELECT string_agg(drop_outcome || coalesce('/' || (extra->>'quarantine_id'), ''), ',' "
+                                 "ORDER BY id) FROM predrop.schema_snapshots WHERE table_name = '" + t + "'", want));
+  };
+
+  enum class Order { earlier_first, later_first, one_batch };
+  for (const auto& [t, order] : {std::pair{"t_a", Order::earlier_first}, std::pair{"t_b", Order::later_first},
+                                 std::pair{"t_c", Order::one_batch}}) {
+    SCOPED_TRACE(t);
+    const Drops d = two_drops(t);
+    if (order == Order::one_batch) {
+      svc.confirm_outcomes(src->name(), {pending(d.earlier), pending(d.later)});
+    } else {
+      const SnapshotResult& first = order == Order::earlier_first ? d.earlier : d.later;
+      svc.confirm_outcomes(src->name(), {pending(first)});
+      ASSERT_TRUE(eventually(*sdb, held_by(d), first.tables.at(0).event_id));
+      svc.confirm_outcomes(src->name(), {pending(order == Order::earlier_first ? d.later : d.earlier)});
+    }
+    settled(t, "not_dropped,quarantined/" + d.qid);
+    EXPECT_EQ(sdb->value(held_by(d)), d.later.tables.at(0).event_id);
+    EXPECT_EQ(sdb->value("SELECT snapshot_id::text FROM predrop.quarantine WHERE id = '" + d.qid + "'"),
+              d.later.tables.at(0).snapshot_id);
+  }
+
+  // The other way round: the earlier DROP's move stood, and the later one (another session's, that
+  // waited for its lock) failed: the table is no longer where it looked. Its check, which comes
+  // second, finds the table quarantined too; the session saw its error.
+  const Drops d = two_drops("t_d");
+  svc.confirm_outcomes(src->name(), {pending(d.earlier)});
+  ASSERT_TRUE(eventually(*sdb, held_by(d), d.earlier.tables.at(0).event_id));
+  svc.confirm_outcomes(src->name(), {pending(d.later, true)});
+  settled("t_d", "quarantined/" + d.qid + ",not_dropped");
+  EXPECT_EQ(sdb->value(held_by(d)), d.earlier.tables.at(0).event_id);
+
+  // The purger wrote the row first, from the comment alone (no DROP's ids): the check gives it its DROP's.
+  const Drops e = two_drops("t_e");
+  sdb->exec("INSERT INTO predrop.quarantine (id, database_name, schema_name, table_name, table_oid, quarantine_schema,"
+            " quarantine_table, dropped_at) VALUES ('" + e.qid + "', '" + src->name() + "', 'public', 't_e', " +
+            std::to_string(e.later.tables.at(0).oid) + ", 'q_s', 't_e', now())");
+  svc.confirm_outcomes(src->name(), {pending(e.later)});
+  EXPECT_TRUE(eventually(*sdb, held_by(e), e.later.tables.at(0).event_id));
+  EXPECT_EQ(sdb->value("SELECT snapshot_id::text FROM predrop.quarantine WHERE id = '" + e.qid + "'"),
+            e.later.tables.at(0).snapshot_id);
 }
 
 TEST_F(CaptureTest, DedupWindowSkipsSameShape) {

@@ -731,5 +731,68 @@ TEST_F(DecoderFixture, ASubstituteOfAnExecuteGoesAsTheUnnamedStatementAndKeepsTh
   EXPECT_EQ(d.stats().desync, 0u);
 }
 
+// A held statement's outcome checks wait for its transaction's end; an error in the statement's place
+// marks them failed (its DROPs dropped nothing, whatever the catalog shows by then), and nothing else
+// does: not a later statement's error, nor one after a statement of its Query completed (which may
+// have committed), nor an error once the checks were taken at a ReadyForQuery.
+TEST_F(DecoderFixture, AHeldStatementTheServerRefusesLeavesItsOutcomeChecksFailed) {
+  using predrop::capture::PendingOutcome;
+  auto held = [&](uint32_t oid) { d.note_outcome_checks({PendingOutcome{.oid = oid, .snapshot_id = {}, .event_id = {}}}); };
+  auto failed = [&] {
+    std::vector<std::pair<uint32_t, bool>> out;
+    for (const auto& p : d.transactions().take_outcome_checks()) out.emplace_back(p.oid, p.statement_failed);
+    return out;
+  };
+  using Seen = std::vector<std::pair<uint32_t, bool>>;
+
+  front(d, query("DROP TABLE a"));
+  held(1);
+  back_all(d, {error("2BP01"), ready()});
+  front(d, query("DROP TABLE b"));
+  held(2);
+  back_all(d, {command_complete("DROP TABLE"), ready()});
+  EXPECT_EQ(failed(), (Seen{{1, true}, {2, false}}));
+
+  front(d, query("DROP TABLE c; SELECT 1/0"));   // the DROP completed: the catalog tells
+  held(3);
+  back_all(d, {command_complete("DROP TABLE"), error("22012"), ready()});
+  EXPECT_EQ(failed(), (Seen{{3, false}}));
+
+  // An explicit transaction: the DROP's own error, and a DROP that completed before another's.
+  front(d, query("BEGIN"));
+  back_all(d, {command_complete("BEGIN"), ready('T')});
+  front(d, query("DROP TABLE e"));
+  held(5);
+  back_all(d, {command_complete("DROP TABLE"), ready('T')});
+  front(d, query("DROP TABLE f"));
+  held(6);
+  back_all(d, {error("42P01"), ready('E')});
+  front(d, query("ROLLBACK"));
+  back_all(d, {command_complete("ROLLBACK"), ready('I')});
+  EXPECT_EQ(failed(), (Seen{{5, false}, {6, true}}));
+
+  // The extended protocol: the Execute that failed, not the one before it in its segment.
+  front(d, parse("", "DROP TABLE g"));
+  front(d, bind_msg("", ""));
+  front(d, execute(""));
+  held(7);
+  front(d, parse("", "DROP TABLE h"));
+  front(d, bind_msg("", ""));
+  front(d, execute(""));
+  held(8);
+  front(d, sync());
+  back_all(d, {parse_complete(), bind_complete(), command_complete("DROP TABLE"), parse_complete(), bind_complete(),
+               error("2BP01"), ready()});
+  EXPECT_EQ(failed(), (Seen{{7, false}, {8, true}}));
+
+  // Taken at a ReadyForQuery before the statement's error came (a pipeline): left as they were.
+  front(d, query("DROP TABLE j"));
+  held(10);
+  EXPECT_EQ(failed(), (Seen{{10, false}}));
+  back_all(d, {error("2BP01"), ready()});
+  EXPECT_EQ(failed(), Seen{});
+  EXPECT_EQ(d.stats().desync, 0u);
+}
+
 }  // namespace
 }  // namespace dectest

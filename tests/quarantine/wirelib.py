@@ -127,13 +127,17 @@ class Wire(holdlib.Hold):
 
     def check_ledger(self, schema, name, oid, label=None):
         """The newest ledger row of OID says quarantined, with the id of the held row predrop.quarantine
-        has for it (an earlier statement the server refused, such as DROP SCHEMA without CASCADE, left
-        its own row, not_dropped)."""
+        has for it, and that row names it (an earlier statement the server refused, such as DROP SCHEMA
+        without CASCADE, or one undone by ROLLBACK TO SAVEPOINT, left its own row, not_dropped)."""
         label = label or "%s.%s" % (schema, name)
 
+        def written():
+            # Event ids sort in the order predrop made them (capture/store_writer.hpp, new_uuid).
+            return sorted(self.events("schema_name = %s AND table_name = %s AND table_oid = %s AND outcome = 'written'",
+                                      (schema, name, oid)), key=lambda r: str(r["id"]))
+
         def newest():
-            rows = self.events("schema_name = %s AND table_name = %s AND table_oid = %s AND outcome = 'written'",
-                               (schema, name, oid))
+            rows = written()
             return rows[-1:] if rows and rows[-1]["drop_outcome"] is not None else []
         ev = self.wait_for(newest, timeout=15)
         e = ev[0] if ev else None
@@ -150,16 +154,15 @@ class Wire(holdlib.Hold):
         if e is not None and e.get("quarantine_id") is not None and rows:
             self.check(str(e["quarantine_id"]) == rows[0][0], "%s: the ledger's quarantine_id is the held row's id" % label,
                        (str(e["quarantine_id"]), rows[0][0]))
-            # The rows of one outcome check are written in one statement: each keeps its own DROP's.
-            # Where the table saw two DROPs (one refused, or undone by ROLLBACK TO SAVEPOINT), the
-            # earlier one's check may run after the later one's move and write the row first: which
-            # DROP the row names is then a race (left open, see the session's closing note).
-            written = self.events("table_oid = %s AND outcome = 'written'", (oid,))
+            # Where the table saw two DROPs, the earlier one's outcome check may run after the later
+            # one's move stood, and find the table quarantined too: the row is still the later's.
             want = (str(e["snapshot_id"]), str(e["id"]), e["application_name"], e["client_addr"])
-            if len(written) == 1:
-                self.check(tuple(rows[0][2:]) == want,
-                           "%s: the held row has its DROP's snapshot, ledger row, application and client" % label,
-                           (tuple(rows[0][2:]), want))
+            self.check(tuple(rows[0][2:]) == want,
+                       "%s: the held row has its DROP's snapshot, ledger row, application and client" % label,
+                       (tuple(rows[0][2:]), want))
+            earlier = [(str(r["id"]), r["drop_outcome"], r.get("quarantine_id")) for r in written()[:-1]
+                       if r.get("quarantine_id") is not None and str(r["quarantine_id"]) == rows[0][0]]
+            self.check(not earlier, "%s: no earlier DROP's ledger row claims the quarantine" % label, earlier)
 
     def check_kept(self, qualified, oid, label):
         """Nothing happened to QUALIFIED on either side: still in its schema, never dropped."""

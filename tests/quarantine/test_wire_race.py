@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Two sessions DROP one table at once, through psycopg2 (issue 16's quarantine, its outcome checks).
+
+Session A drops the table in a transaction: its move holds the table's lock. Session B's DROP of the
+same table is held and snapshotted meanwhile (the catalog still shows the table where it was), then
+waits for that lock. Then A finishes:
+- COMMIT: B's DROP fails (the table is no longer where it looked), as it does direct. Both outcome
+  checks find the table in the quarantine schema; the held row must name A's DROP, whose move stood,
+  and B's ledger row must say not_dropped, as its client saw an error.
+- ROLLBACK: B's DROP goes on and quarantines the table. A's check may come after B's move committed
+  and find the table quarantined too; the held row must name B's DROP, and A's ledger row must say
+  not_dropped.
+What each session saw is compared with direct.
+"""
+import threading
+
+import psycopg2
+
+import wirelib
+
+SETUP = "CREATE TABLE t_race (a int); CREATE TABLE t_race_rb (a int);"
+
+
+def race(w, port, db, table, finish):
+    """A: BEGIN; DROP TABLE; B: DROP TABLE (waits for A's lock); A: FINISH. What each session saw."""
+    a = psycopg2.connect(host=w.host, port=port, dbname=db, user="postgres", application_name="race_a")
+    b = psycopg2.connect(host=w.host, port=port, dbname=db, user="postgres", application_name="race_b")
+    b.autocommit = True
+    seen = {}
+    try:
+        ca = a.cursor()
+        ca.execute("DROP TABLE %s" % table)
+        seen["a"] = [ca.statusmessage]
+
+        def second():
+            try:
+                cb = b.cursor()
+                cb.execute("DROP TABLE %s" % table)
+                seen["b"] = ("ok", cb.statusmessage)
+            except psycopg2.Error as e:
+                seen["b"] = (e.pgcode, e.pgerror)
+        t = threading.Thread(target=second)
+        t.start()
+        # B's backend waits for A's lock (through predrop, once its hold has let the DROP go).
+        waiting = w.wait_for(lambda: w.q("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid "
+                                         "WHERE NOT l.granted AND s.datname = %s AND s.application_name = 'race_b'",
+                                         (db,), db=db)[0][0] > 0, timeout=20)
+        w.check(waiting, "%s %s: B's DROP waits for A's lock" % (db, table))
+        getattr(a, finish)()
+        seen["a"].append(finish)
+        t.join(60)
+        w.check(not t.is_alive(), "%s %s: B's DROP ended once A did %s" % (db, table, finish))
+    finally:
+        a.close()
+        b.close()
+    return seen
+
+
+def drops(w, oid):
+    """The ledger rows of the table's held DROPs (written or deduplicated), in the order made, once
+    every one has its outcome: (application, drop_outcome, quarantine_id, id)."""
+    def rows():
+        r = sorted(w.events("table_oid = %s AND outcome IN ('written', 'deduplicated')", (oid,)), key=lambda e: str(e["id"]))
+        return r if len(r) == 2 and all(e["drop_outcome"] is not None for e in r) else []
+    got = w.wait_for(rows, timeout=15)
+    return [(e["application_name"], e["drop_outcome"], str(e["quarantine_id"]) if e.get("quarantine_id") else None,
+             str(e["id"])) for e in got]
+
+
+def test(w):
+    w.setup(SETUP)
+    w.start()
+    oid = {n: w.oid("public." + n) for n in ("t_race", "t_race_rb")}
+
+    for table, finish in (("t_race", "commit"), ("t_race_rb", "rollback")):
+        d = race(w, w.port, w.direct_db, table, finish)
+        v = race(w, w.p.port, w.db, table, finish)
+        w.same("psycopg2: A drops %s in a transaction, B's DROP waits for it, A does %s" % (table, finish), d, v)
+
+        w.check_quarantined("public." + table, oid[table], ledger=False)
+        held = w.wait_for(lambda: w.sq("SELECT id::text, event_id::text, state FROM predrop.quarantine "
+                                       "WHERE database_name = %s AND table_oid = %s", (w.db, oid[table])), timeout=15)
+        w.check(len(held) == 1 and held[0][2] == "held", "%s: predrop.quarantine has one held row" % table, held)
+        got = drops(w, oid[table])
+        w.check(len(got) == 2, "%s: two held DROPs, each with its outcome" % table, got)
+        if len(got) != 2 or len(held) != 1:
+            continue
+        stood = "race_a" if finish == "commit" else "race_b"
+        want = [(app, "quarantined" if app == stood else "not_dropped", held[0][0] if app == stood else None)
+                for app in ("race_a", "race_b")]
+        w.check([g[:3] for g in got] == want,
+                "%s: the ledger says quarantined for %s's DROP, whose move stood, and not_dropped for the other's"
+                % (table, stood), got)
+        winner = [g[3] for g in got if g[0] == stood]
+        w.check(held[0][1] == winner[0], "%s: the held row names %s's DROP" % (table, stood), (held, got))
+
+
+if __name__ == "__main__":
+    wirelib.main(test, "wire_race")
