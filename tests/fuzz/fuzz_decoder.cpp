@@ -144,15 +144,27 @@ struct Run {
           } else if (ev.kind == FrontendEvent::Kind::statement && ev.facts->destroys()) {
             // As if its hold snapshotted every target: the afters of its changes follow those OIDs.
             std::vector<HeldTable> held;
+            std::vector<predrop::capture::PendingOutcome> checks;
             uint32_t oid = 16384;
             for (const auto& st : ev.facts->statements)
-              for (const auto& t : st.targets) held.push_back({t.relation.schema, t.relation.name, oid++, "id"});
+              for (const auto& t : st.targets) {
+                checks.push_back({.oid = oid, .snapshot_id = "id", .event_id = "e"});
+                held.push_back({t.relation.schema, t.relation.name, oid++, "id"});
+              }
             d.note_held(std::move(held));
+            d.note_outcome_checks(std::move(checks));
           }
         }
         p.scan += f.need;
         p.pass_remaining = f.total - f.need;
         if (d.transactions().has_shape_outcomes()) take_outcomes();
+        // The relay takes the outcome checks at a ReadyForQuery back to idle (relay.cpp); an error
+        // of their statement's after that leaves them as they were.
+        if (backend && f.type == 'Z' && d.transaction_status() == 'I' && d.transactions().has_outcome_checks()) {
+          size_t failed = 0;
+          for (const auto& c : d.transactions().take_outcome_checks()) failed += c.statement_failed;
+          trace += "O" + std::to_string(failed);
+        }
       }
       check(d.owed().size() <= front.messages + 2 * refusals);
       check(d.owed().capacity_in_use() >= d.owed().size());
