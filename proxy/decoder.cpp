@@ -464,6 +464,8 @@ void Decoder::skip_to_sync() {
     OwedReply& e = owed_.front();
     // A Parse that failed, or never ran: the name keeps what it meant before.
     if (!e.deferred_name.empty()) statements_[e.deferred_name] = e.previous;
+    // An Execute that failed, or never ran: its DROPs dropped nothing.
+    if (e.checks.count > 0) transactions_.failed_checks(e.checks);
     owed_.pop_front();
   }
 }
@@ -549,10 +551,10 @@ void Decoder::account_error(BackendEvent& ev) {
   if (owed_.empty()) return;   // a FATAL, or an error outside any cycle: it answers nothing owed
   OwedReply& e = owed_.front();
   ev.refusal_error = e.refusal;
-  // The held statement failed: its DROPs dropped nothing. In a Query of several statements, only
-  // when none had completed (one that did may have committed what came before the error).
-  if (e.checks.count > 0 && (e.kind == K::execute || (e.kind == K::query && e.completed == 0)))
-    transactions_.failed_checks(e.checks);
+  // The held statement failed: its DROPs dropped nothing (an Execute's, with those the server
+  // skips after it: skip_to_sync). In a Query of several statements, only when none had completed
+  // (one that did may have committed what came before the error).
+  if (e.checks.count > 0 && e.kind == K::query && e.completed == 0) transactions_.failed_checks(e.checks);
   if (e.kind == K::query || e.kind == K::function_call) {
     e.failed = true;
     return;

@@ -785,6 +785,17 @@ TEST_F(DecoderFixture, AHeldStatementTheServerRefusesLeavesItsOutcomeChecksFaile
                error("2BP01"), ready()});
   EXPECT_EQ(failed(), (Seen{{7, false}, {8, true}}));
 
+  // An Execute the server skipped: an earlier message of its segment failed.
+  front(d, bind_msg("", "nosuch"));
+  front(d, execute(""));
+  front(d, parse("", "DROP TABLE k"));
+  front(d, bind_msg("", ""));
+  front(d, execute(""));
+  held(11);
+  front(d, sync());
+  back_all(d, {error("26000"), ready()});
+  EXPECT_EQ(failed(), (Seen{{11, true}}));
+
   // Taken at a ReadyForQuery before the statement's error came (a pipeline): left as they were.
   front(d, query("DROP TABLE j"));
   held(10);
