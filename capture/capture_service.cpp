@@ -215,6 +215,7 @@ struct CaptureService::Impl {
                    // not one a table (issue 21: each was a statement and a commit of its own). What
                    // the session did not say is NULL, as in the ledger's row.
                    std::array<std::vector<std::optional<std::string>>, 10> rows;
+                   constexpr size_t kEventColumn = 6;   // record_each_sql's $7, the DROP's event id
                    std::map<std::string, size_t> row_of;   // by quarantine id
                    // The tree's comment, as the move writes it (jsonb's text: quarantine/move_sql.hpp,
                    // kQuarantineMarkSql); a partition's says "predrop_quarantine_member".
@@ -239,7 +240,7 @@ struct CaptureService::Impl {
                        // TO SAVEPOINT) find the same quarantine: its row is the later's, whose move
                        // stood (event ids sort in the order made), as record_each_sql keeps it.
                        const auto [at, first] = row_of.emplace(f.quarantine_id, rows[0].size());
-                       const bool later = !first && rows[6][at->second] < row[6];
+                       const bool later = !first && rows[kEventColumn][at->second] < row[kEventColumn];
                        for (size_t c = 0; c < rows.size(); ++c) {
                          if (first) rows[c].push_back(row[c]);
                          else if (later) rows[c][at->second] = row[c];
