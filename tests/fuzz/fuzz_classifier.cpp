@@ -1,7 +1,8 @@
 // libFuzzer target for the parser: arbitrary bytes through the prefilter, the classifier and the
 // search_path splitter. Beyond "no crash, no sanitizer report" it checks the property the
 // proxy relies on: anything the classifier reports (other than transaction control) must have
-// passed may_matter(), or the prefilter would hide a destructive statement; and a DROP appended
+// passed may_matter(), or the prefilter would hide a destructive statement or what a quarantined
+// table yields (DROP ROLE, TABLESPACE …: session_hold.cpp holds those too); and a DROP appended
 // to any input is found or reported unparsed, never lost (the scanner fallback's promise); with
 // standard_conforming_strings off as well as on. In shape mode (shape_changes) also: a shape
 // change, or transaction control other than BEGIN/COMMIT/ROLLBACK, must have passed
@@ -22,13 +23,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // libpg_query reads up to the first NUL; the prefilter saw at least those bytes.
   const Facts facts = classify_uncached(text);
-  const bool reportable = facts.destroys() || facts.unresolved() || facts.touches_search_path();
+  const bool reportable = facts.destroys() || facts.unresolved() || facts.touches_search_path() || facts.yields();
   if (reportable && !passes) {
     std::fprintf(stderr, "prefilter unsound: classifier reports facts for text may_matter() rejects\n");
     std::abort();
   }
   if (facts.parse_error && facts.error_message.empty()) std::abort();
-  if (!facts.fingerprint.empty() != (facts.destroys() || facts.unresolved() || facts.unparsed())) std::abort();
+  // Every statement the proxy records or holds carries a fingerprint, and no other does.
+  if (!facts.fingerprint.empty() != (facts.destroys() || facts.unresolved() || facts.unparsed() || facts.yields()))
+    std::abort();
   if (facts.unparsed() && !facts.parse_error) std::abort();  // only the scanner fallback reports it
   if ((facts.unparsed() || facts.destroys()) && !passes) {
     std::fprintf(stderr, "prefilter unsound: an unparsed or destructive statement in text may_matter() rejects\n");
@@ -60,11 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // the same promises, and the setting must not leak into the next text on the thread.
   {
     const Facts off = classify_uncached(text, false);
-    if ((off.destroys() || off.unresolved() || off.touches_search_path() || off.unparsed()) && !passes) {
+    if ((off.destroys() || off.unresolved() || off.touches_search_path() || off.unparsed() || off.yields()) && !passes) {
       std::fprintf(stderr, "prefilter unsound with standard_conforming_strings off\n");
       std::abort();
     }
-    if (!off.fingerprint.empty() != (off.destroys() || off.unresolved() || off.unparsed())) std::abort();
+    if (!off.fingerprint.empty() != (off.destroys() || off.unresolved() || off.unparsed() || off.yields())) std::abort();
     if (classify_uncached(text).fingerprint != facts.fingerprint) std::abort();
   }
 
@@ -77,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const Facts shape = classify_uncached(text, true, true);
     bool needs_pass = shape.changes_shape() || shape.destroys() || shape.unresolved() ||
-                      shape.touches_search_path() || shape.unparsed();
+                      shape.touches_search_path() || shape.unparsed() || shape.yields();
     for (const Statement& s : shape.statements) {
       needs_pass = needs_pass || (s.txn != TxnControl::none && s.txn != TxnControl::begin &&
                                   s.txn != TxnControl::commit && s.txn != TxnControl::rollback);
@@ -89,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
     }
     if (!shape.fingerprint.empty() !=
-        (shape.destroys() || shape.unresolved() || shape.unparsed() || shape.changes_shape()))
+        (shape.destroys() || shape.unresolved() || shape.unparsed() || shape.changes_shape() || shape.yields()))
       std::abort();
     if (shape.statements.size() != facts.statements.size() || shape.parse_error != facts.parse_error) std::abort();
     for (size_t i = 0; i < facts.statements.size(); ++i) {

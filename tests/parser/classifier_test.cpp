@@ -157,6 +157,12 @@ TEST(Facts, YieldsNameWhatAQuarantinedTableMayStillUse) {
   EXPECT_EQ(names(4), (std::vector<std::string>{"drop_operator_family:.my_fam/hash"}));
   EXPECT_EQ(names(5), (std::vector<std::string>{"drop_extension:.citext/", "drop_extension:.hstore/"}));
   EXPECT_TRUE(f.statements[6].yields.empty());
+  // The scanner fallback (another statement of the text does not parse) keeps the yield and its
+  // fingerprint: the ledger row of its hold names one.
+  Facts fallback = classify_uncached("DROP ROLE a; SELECT 'x' 'y'");
+  ASSERT_TRUE(fallback.parse_error);
+  EXPECT_TRUE(fallback.yields());
+  EXPECT_FALSE(fallback.fingerprint.empty());
   // Objects no quarantined table can hold on to once detached are no yield.
   EXPECT_FALSE(classify_uncached("DROP TYPE mood; DROP FUNCTION f(); DROP TABLE t; DROP OWNED BY r").yields());
 }

@@ -1,0 +1,1 @@
+DROP ROLE a; SELECT 'x' 'y'
