@@ -280,4 +280,9 @@ MigrateResult migrate(const std::string& store_conninfo, const std::string& stor
 // A conninfo (key=value or URI) with every password replaced by "***", for logs and errors.
 std::string mask_conninfo(const std::string& conninfo);
 
+// A time-ordered UUID, as text (version 7: Unix milliseconds, a 12-bit count within the
+// millisecond, then 62 random bits): the ids one process makes sort in the order it made them.
+// The store's ids, and a quarantined DROP's hold id (quarantine/move_sql.hpp).
+std::string new_uuid();
+
 }  // namespace predrop::capture

@@ -36,7 +36,8 @@ namespace {
 
 // Each pending OID with the quarantine schema of its statement ('' when none): where it is now.
 // Columns: oid, quarantine id (when it sits in that schema under a quarantine comment), name,
-// comment, bytes (with partitions, indexes and TOAST), schema. pg_class is probed by OID, one
+// comment, bytes (with partitions, indexes and TOAST), schema, the hold whose move put it there
+// (the comment's "hold", quarantine/move_sql.hpp). pg_class is probed by OID, one
 // index lookup a pending OID (the lateral's OFFSET 0 keeps it so). Joined, the generic plan the
 // server makes while pg_class is a few dozen pages hashes the OIDs and reads all of pg_class at
 // every check, with every dead row a recreate churn leaves there until vacuum (issue 21: 2.2 of
@@ -47,7 +48,8 @@ SELECT u.o::bigint,
        c.relname::text, d.description,
        CASE WHEN n.nspname = u.q THEN coalesce((SELECT sum(pg_total_relation_size(p.relid))::bigint
                                                    FROM pg_partition_tree(c.oid) p), pg_total_relation_size(c.oid)) END,
-       n.nspname::text
+       n.nspname::text,
+       CASE WHEN n.nspname = u.q AND d.description LIKE '{%' THEN d.description::jsonb ->> 'hold' END
   FROM unnest($1::oid[], $2::text[]) AS u(o, q)
   CROSS JOIN LATERAL (SELECT * FROM pg_class c WHERE c.oid = u.o OFFSET 0) c
   JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -193,13 +195,13 @@ struct CaptureService::Impl {
       std::vector<std::optional<std::string>> oids, schemas;
       for (const auto& p : pending) oids.push_back(std::to_string(p.oid)), schemas.push_back(p.quarantine_schema);
       ++counters.catalog;
-      conn->exec_prepared("predrop_outcome_check_v2", kOutcomeCheckSql, {pg_array_literal(oids), pg_array_literal(schemas)},
+      conn->exec_prepared("predrop_outcome_check_v3", kOutcomeCheckSql, {pg_array_literal(oids), pg_array_literal(schemas)},
                  [this, conn, database, pending](PgResult r) {
                    capture_pool.release(conn, true);
                    counters.publish(capture_pool);
                    outcomes_checked(database);
                    if (!r.ok()) return spdlog::warn("predrop outcome check failed: {}", r.error);
-                   struct Found { std::string quarantine_id, table, detail, bytes, schema; };
+                   struct Found { std::string quarantine_id, table, detail, bytes, schema, hold_id; };
                    std::map<uint32_t, Found> alive;
                    for (int i = 0; i < r.rows(); ++i) {
                      Found f;
@@ -208,6 +210,7 @@ struct CaptureService::Impl {
                      f.detail = r.text(i, 3);
                      f.bytes = r.text(i, 4);
                      f.schema = r.text(i, 5);
+                     if (!r.is_null(i, 6)) f.hold_id = r.text(i, 6);
                      alive[static_cast<uint32_t>(std::stoul(r.text(i, 0)))] = std::move(f);
                    }
                    std::vector<std::string> outcomes, quarantine_ids;
@@ -223,8 +226,14 @@ struct CaptureService::Impl {
                    auto opt = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional(v); };
                    for (const auto& p : pending) {
                      auto it = alive.find(p.oid);
-                     // A quarantine a failed DROP's table is found in is another DROP's.
-                     bool quarantined = !p.statement_failed && it != alive.end() && !it->second.quarantine_id.empty();
+                     // A quarantine a failed DROP's table is found in is another DROP's, and so is
+                     // one whose comment names another hold: this DROP waited on that move's lock
+                     // and then found nothing to move (IF EXISTS), or was undone by a ROLLBACK TO
+                     // SAVEPOINT before a later DROP moved the table. A comment without a hold
+                     // (an older predrop's move) is taken as this DROP's.
+                     const bool quarantined = !p.statement_failed && it != alive.end() &&
+                                              !it->second.quarantine_id.empty() &&
+                                              (it->second.hold_id.empty() || it->second.hold_id == p.hold_id);
                      if (quarantined) {
                        ++counters.quarantined;
                        outcomes.push_back("quarantined");

@@ -58,6 +58,9 @@ struct PendingOutcome {
   // The server answered the statement with an error: it dropped nothing (not_dropped), and a
   // quarantine the check finds the table in is another DROP's.
   bool statement_failed = false;
+  // The hold whose quarantine move this DROP was (QuarantineMove::hold_id): a table found under a
+  // comment that names another hold was moved by another DROP.
+  std::string hold_id{};
 };
 
 }  // namespace predrop::capture

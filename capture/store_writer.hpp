@@ -86,8 +86,5 @@ Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vect
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
                       const std::vector<std::string>& quarantine_ids);
 
-// A time-ordered UUID, as text (version 7: Unix milliseconds, a 12-bit count within the
-// millisecond, then 62 random bits): the ids one process makes sort in the order it made them.
-std::string new_uuid();
 
 }  // namespace predrop::capture

@@ -190,7 +190,10 @@ void Hold::begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCa
     tables_ += (tables_.empty() ? "" : ", ") + (t.schema.empty() ? t.name : t.schema + "." + t.name);
   substitute_.reset();
   quarantine_schema_.clear();
+  quarantine_hold_id_.clear();
   if (!plan.quarantine.empty()) {
+    const std::string hold_id = capture::new_uuid();
+    for (auto& st : plan.quarantine.statements) st.move.hold_id = hold_id;
     std::optional<quarantine::SubstitutedText> text;
     try {
       text = quarantine::substitute_text(*in.facts, plan.quarantine);
@@ -200,6 +203,7 @@ void Hold::begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCa
     if (text) {
       substitute_ = std::make_unique<quarantine::SubstitutedText>(std::move(*text));
       quarantine_schema_ = cfg_->quarantine_schema;
+      quarantine_hold_id_ = hold_id;
       quarantine_retention_s_ = cfg_->quarantine_retention_s;
     } else {
       metrics().quarantine_fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -271,6 +275,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
                                 context_->client_addr,
                                 hold_ms,
                                 t.outcome == SnapshotOutcome::written};
+      p.hold_id = quarantine_hold_id_;
       outcome_checks.push_back(std::move(p));
     } else {
       unconfirmed.push_back(t);
@@ -300,7 +305,7 @@ void Hold::on_capture_done(uint64_t id, capture::SnapshotResult result) {
       if (t.oid != 0 && !t.event_id.empty() && t.snapshot_id.empty() && !capture::is_kept(t.outcome))
         outcome_checks.push_back(capture::PendingOutcome{t.oid, {}, t.event_id, quarantine_schema_, quarantine_retention_s_,
                                                          context_->application_name, context_->client_addr,
-                                                         std::nullopt, false});
+                                                         std::nullopt, false, false, quarantine_hold_id_});
   }
   if (*ending != HoldEnding::refused) return end(*ending, {}, {}, std::move(captured), std::move(outcome_checks));
   std::string what;

@@ -152,6 +152,7 @@ class Hold {
   std::unique_ptr<capture::StatementContext> context_;
   std::unique_ptr<quarantine::SubstitutedText> substitute_;
   std::string quarantine_schema_;   // of this hold's quarantine, for its outcome check
+  std::string quarantine_hold_id_;  // its move's mark on what it moves (QuarantineMove::hold_id)
   int64_t quarantine_retention_s_ = 0;
   std::unique_ptr<boost::asio::steady_timer> timer_;
 };

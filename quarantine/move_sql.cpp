@@ -35,6 +35,7 @@ DECLARE
   can_give boolean;   -- the session may give a table to the quarantine's owner
   do_cascade boolean := coalesce((arg->>'cascade')::boolean, false);
   max_bytes bigint := coalesce((arg->>'max_bytes')::bigint, 0);
+  hold_id text := nullif(arg->>'hold', '');
   ts bigint := floor(extract(epoch FROM clock_timestamp()))::bigint;
   dropped_at text := to_char(to_timestamp(ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"');
   saved_path text := current_setting('search_path');
@@ -270,7 +271,7 @@ BEGIN
           'predrop_quarantine', 1, 'id', q_id, 'schema', d.nspname, 'table', d.relname, 'oid', r::bigint,
           'dropped_at', dropped_at, 'dropped_by', session_user::text, 'comment', d.comment,
           'quarantine_table', qname, 'owner_was', d.owner_was, 'partition_of', partition_of,
-          'dependents', deps);
+          'dependents', deps, 'hold', hold_id);
       ELSE
         members := members || (t || jsonb_build_object('bound', d.bound));
       END IF;
@@ -549,7 +550,7 @@ BEGIN
         EXECUTE format('COMMENT ON TABLE %s IS %L', m::regclass, detail::text);
       ELSE
         EXECUTE format('COMMENT ON TABLE %s IS %L', m::regclass,
-                       jsonb_build_object('predrop_quarantine_member', 1, 'id', q_id, 'of', r::bigint)::text);
+                       jsonb_build_object('predrop_quarantine_member', 1, 'id', q_id, 'of', r::bigint, 'hold', hold_id)::text);
       END IF;
       EXECUTE format('ALTER TABLE %s RENAME TO %I', m::regclass, t->>'quarantine_table');
       EXECUTE format('ALTER TABLE %s SET SCHEMA %I', m::regclass, qs);
@@ -632,6 +633,7 @@ std::string move_argument(const QuarantineMove& move) {
                         {"max_bytes", move.max_bytes},
                         {"tables", nlohmann::json::array()},
                         {"schemas", move.schemas}};
+  if (!move.hold_id.empty()) arg["hold"] = move.hold_id;
   for (const auto& t : move.tables)
     arg["tables"].push_back({{"schema", t.schema}, {"table", t.table}, {"quarantine", t.quarantine}});
   // ensure_ascii: the literal is pure ASCII whatever the client_encoding.

@@ -485,7 +485,7 @@ TEST_F(CaptureTest, TheLaterOfTwoDropsOfOneTableHoldsItsQuarantine) {
     SnapshotResult earlier, later;
     std::string qid;
   };
-  auto two_drops = [&](const std::string& t) {
+  auto two_drops = [&](const std::string& t, const std::string& hold = "") {
     Drops d;
     db->exec("CREATE TABLE " + t + " (a int)");
     d.earlier = run(svc, request({table("public", t)}));
@@ -499,13 +499,14 @@ TEST_F(CaptureTest, TheLaterOfTwoDropsOfOneTableHoldsItsQuarantine) {
     db->exec("ALTER TABLE " + t + " SET SCHEMA q_s; DO $$BEGIN EXECUTE format('COMMENT ON TABLE q_s." + t +
              " IS %L', jsonb_build_object('predrop_quarantine', 1, 'id', '" + d.qid + "', 'schema', 'public', 'table', '" + t +
              "', 'oid', " + std::to_string(d.later.tables.at(0).oid) +
-             ", 'dropped_at', '2026-12-07T12:00:00Z', 'dropped_by', 'postgres')::text); END$$");
+             ", 'dropped_at', '2026-12-07T12:00:00Z', 'dropped_by', 'postgres', 'hold', " +
+             (hold.empty() ? "NULL::text" : "'" + hold + "'") + ")::text); END$$");
     return d;
   };
-  auto pending = [](const SnapshotResult& r, bool failed = false) {
+  auto pending = [](const SnapshotResult& r, bool failed = false, const std::string& hold = "") {
     const TableResult& x = r.tables.at(0);
     return PendingOutcome{.oid = x.oid, .snapshot_id = x.snapshot_id, .event_id = x.event_id, .quarantine_schema = "q_s",
-                          .retention_s = 3600, .wrote_snapshot = true, .statement_failed = failed};
+                          .retention_s = 3600, .wrote_snapshot = true, .statement_failed = failed, .hold_id = hold};
   };
   auto held_by = [](const Drops& d) { return "SELECT event_id::text FROM predrop.quarantine WHERE id = '" + d.qid + "'"; };
   // The ledger's and the snapshots' outcomes of the table's two DROPs, earlier first.
@@ -544,6 +545,21 @@ TEST_F(CaptureTest, TheLaterOfTwoDropsOfOneTableHoldsItsQuarantine) {
   svc.confirm_outcomes(src->name(), {pending(d.later, true)});
   settled("t_d", "quarantined/" + d.qid + ",not_dropped");
   EXPECT_EQ(sdb->value(held_by(d)), d.earlier.tables.at(0).event_id);
+
+  // The earlier DROP's move stood and the later one succeeded all the same, moving nothing (another
+  // session's DROP TABLE IF EXISTS that waited for the move's lock): the comment names the earlier
+  // DROP's hold, so the later check, with the greater event id, leaves the row to the earlier one.
+  const Drops f = two_drops("t_f", "hold-earlier");
+  svc.confirm_outcomes(src->name(), {pending(f.earlier, false, "hold-earlier")});
+  ASSERT_TRUE(eventually(*sdb, held_by(f), f.earlier.tables.at(0).event_id));
+  svc.confirm_outcomes(src->name(), {pending(f.later, false, "hold-later")});
+  settled("t_f", "quarantined/" + f.qid + ",not_dropped");
+  EXPECT_EQ(sdb->value(held_by(f)), f.earlier.tables.at(0).event_id);
+  // The same in one batch, where the check alone keeps the row of the greater event id otherwise.
+  const Drops g = two_drops("t_g", "hold-earlier");
+  svc.confirm_outcomes(src->name(), {pending(g.earlier, false, "hold-earlier"), pending(g.later, false, "hold-later")});
+  settled("t_g", "quarantined/" + g.qid + ",not_dropped");
+  EXPECT_EQ(sdb->value(held_by(g)), g.earlier.tables.at(0).event_id);
 
   // The purger wrote the row first, from the comment alone (no DROP's ids): the check gives it its DROP's.
   const Drops e = two_drops("t_e");

@@ -10,6 +10,10 @@ waits for that lock. Then A finishes:
 - ROLLBACK: B's DROP goes on and quarantines the table. A's check may come after B's move committed
   and find the table quarantined too; the held row must name B's DROP, and A's ledger row must say
   not_dropped.
+- COMMIT, with B's DROP TABLE IF EXISTS: B's statement succeeds (a notice: nothing to drop) and
+  moves nothing. Its check finds the table quarantined all the same, with a later event id than
+  A's; the comment's hold (quarantine/move_sql.hpp) says the move is A's, so the held row names A's
+  DROP and B's ledger row says not_dropped.
 What each session saw is compared with direct.
 """
 import threading
@@ -18,11 +22,11 @@ import psycopg2
 
 import wirelib
 
-SETUP = "CREATE TABLE t_race (a int); CREATE TABLE t_race_rb (a int);"
+SETUP = "CREATE TABLE t_race (a int); CREATE TABLE t_race_rb (a int); CREATE TABLE t_race_ie (a int);"
 
 
-def race(w, port, db, table, finish):
-    """A: BEGIN; DROP TABLE; B: DROP TABLE (waits for A's lock); A: FINISH. What each session saw."""
+def race(w, port, db, table, finish, second_drop="DROP TABLE"):
+    """A: BEGIN; DROP TABLE; B: SECOND_DROP (waits for A's lock); A: FINISH. What each session saw."""
     a = psycopg2.connect(host=w.host, port=port, dbname=db, user="postgres", application_name="race_a")
     b = psycopg2.connect(host=w.host, port=port, dbname=db, user="postgres", application_name="race_b")
     b.autocommit = True
@@ -35,7 +39,7 @@ def race(w, port, db, table, finish):
         def second():
             try:
                 cb = b.cursor()
-                cb.execute("DROP TABLE %s" % table)
+                cb.execute("%s %s" % (second_drop, table))
                 seen["b"] = ("ok", cb.statusmessage)
             except psycopg2.Error as e:
                 seen["b"] = (e.pgcode, e.pgerror)
@@ -70,12 +74,14 @@ def drops(w, oid):
 def test(w):
     w.setup(SETUP)
     w.start()
-    oid = {n: w.oid("public." + n) for n in ("t_race", "t_race_rb")}
+    oid = {n: w.oid("public." + n) for n in ("t_race", "t_race_rb", "t_race_ie")}
 
-    for table, finish in (("t_race", "commit"), ("t_race_rb", "rollback")):
-        d = race(w, w.port, w.direct_db, table, finish)
-        v = race(w, w.p.port, w.db, table, finish)
-        w.same("psycopg2: A drops %s in a transaction, B's DROP waits for it, A does %s" % (table, finish), d, v)
+    for table, finish, second_drop in (("t_race", "commit", "DROP TABLE"), ("t_race_rb", "rollback", "DROP TABLE"),
+                                       ("t_race_ie", "commit", "DROP TABLE IF EXISTS")):
+        d = race(w, w.port, w.direct_db, table, finish, second_drop)
+        v = race(w, w.p.port, w.db, table, finish, second_drop)
+        w.same("psycopg2: A drops %s in a transaction, B's %s waits for it, A does %s" % (table, second_drop, finish),
+               d, v)
 
         w.check_quarantined("public." + table, oid[table], ledger=False)
         held = w.wait_for(lambda: w.sq("SELECT id::text, event_id::text, state FROM predrop.quarantine "
