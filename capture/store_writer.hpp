@@ -86,5 +86,4 @@ Params hold_params(const std::vector<std::string>& snapshot_ids, const std::vect
 Params outcome_params(const std::vector<PendingOutcome>& pending, const std::vector<std::string>& outcomes,
                       const std::vector<std::string>& quarantine_ids);
 
-
 }  // namespace predrop::capture

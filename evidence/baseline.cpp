@@ -113,7 +113,7 @@ Params insert_params(const std::vector<CapturedTable>& tables, const BaselineOpt
     c[13].push_back(opt(e.header_quality, 20));
     c[14].push_back(e.is_truncated ? std::optional<std::string>(*e.is_truncated ? "t" : "f") : std::nullopt);
     c[15].push_back(num(s.table_oid));
-    c[16].push_back(new_uuid());  // time-ordered, as the hold's rows (capture/store_writer.hpp)
+    c[16].push_back(new_uuid());  // time-ordered, as the hold's rows (capture/capture.hpp)
   }
   Params p;
   for (int i = 0; i < 15; ++i) p.push_back(pg_array_literal(c[i]));
