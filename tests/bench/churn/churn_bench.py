@@ -19,7 +19,10 @@ of CHURN_SECONDS each; each cell is the median of its rounds and the ratio is th
 per-round ratios against the direct run of the same round. CHURN_DURABILITY ("off on") runs the
 whole set with fsync and synchronous_commit off, then on (ALTER SYSTEM + reload).
 
-For every predrop run the ledger gives the hold's p50/p99 (hold_ms) of that run's DROPs, and
+For every predrop run the ledger gives the hold's p50/p99 (hold_ms) of that run's DROPs, its
+/metrics the mean of each phase of the hold's capture (predrop_capture_phase_seconds: waiting for a
+capture connection, the catalog read, waiting for a store connection, the store write; the rest of
+the hold is predrop's own and the hand-offs between its threads), and
 /proc gives predrop's CPU per cycle. For every run /proc also gives the server's CPU per cycle (all
 of the cluster's processes, the backends that ended included: benchlib.ServerCpu) and, through
 predrop, the share of predrop's own connections (capture and store), the work the hold and what
@@ -98,6 +101,32 @@ def config_of(mode):
     return text or None
 
 
+PHASE = re.compile(r'^predrop_capture_phase_seconds_(sum|count)\{phase="(\w+)"\} (\S+)$', re.M)
+
+
+def phase_totals(h, admin):
+    """{phase: [seconds, count]} of predrop_capture_phase_seconds on an admin endpoint."""
+    h.admin, saved = admin, h.admin
+    try:
+        body = h.metrics()
+    finally:
+        h.admin = saved
+    out = {}
+    for kind, phase, value in PHASE.findall(body):
+        out.setdefault(phase, [0.0, 0.0])[0 if kind == "sum" else 1] = float(value)
+    return out
+
+
+def phase_means(before, after):
+    """Each phase's mean in ms over what the run added, in the metric's order."""
+    parts = []
+    for phase, (s1, n1) in after.items():
+        s0, n0 = before.get(phase, [0.0, 0.0])
+        if n1 > n0:
+            parts.append("%s %.2f" % (phase, (s1 - s0) * 1000 / (n1 - n0)))
+    return ", ".join(parts)
+
+
 def reset_tables(h, n):
     h.exec("DO $$BEGIN FOR i IN 0..%d LOOP EXECUTE format('DROP TABLE IF EXISTS churn_%%s', i); END LOOP; END$$" % n)
 
@@ -152,6 +181,7 @@ def main():
         for label, path in builds("CHURN_BINS", ""):
             for mode in MODES:
                 p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
+                p.bench_admin = h.admin
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
         if STORE_ROWS:
             loading = time.monotonic()
@@ -181,6 +211,7 @@ def main():
                         t0 = cpu_ticks(p.pid) if p else None
                         started = h.sq("SELECT now()")[0][0] if p else None
                         s0 = server.sample(h)
+                        phases0 = phase_totals(h, p.bench_admin) if p else None
                         v, note = run_pgbench(h, port, clients, script)
                         tps.setdefault(name, []).append(v)
                         line = "  c=%-3d round %d %-22s %8.1f tps%s" % (clients, rep + 1, name, v, note)
@@ -215,6 +246,9 @@ def main():
                                 "FROM predrop.drop_events WHERE occurred_at >= %s AND statement_kind = 'drop_table'",
                                 (started,))[0]
                             line += "  snapshots %d of %d DROPs" % (written, drops)
+                            means = phase_means(phases0, phase_totals(h, p.bench_admin))
+                            if means:
+                                line += "  capture phases (mean ms): " + means
                             if skipped:
                                 line += ", %d skipped by the rule" % skipped
                             if written + skipped < drops:
