@@ -12,6 +12,18 @@ namespace asio = boost::asio;
 
 namespace {
 
+// What a quarantined DROP's move writes into its tables' comments (QuarantineMove::hold_id): this
+// process, the session and how many outcome checks earlier holds of the session's open
+// transaction left. Two sessions' moves differ, and so do two of one transaction (the first DROP's
+// and a later DROP TABLE IF EXISTS that finds nothing to move). It is not unique to the hold: the
+// substitute's text then stays the same from one autocommit DROP of a table to the next, and
+// pg_stat_statements keeps one entry for it rather than one per DROP. Two DROPs of one table in a
+// transaction that do share it (one Query's text) are told apart by their event ids.
+std::string quarantine_hold_id(uint64_t session, size_t checks_awaiting_end) {
+  static const std::string process = capture::new_uuid();
+  return process + "." + std::to_string(session) + "." + std::to_string(checks_awaiting_end);
+}
+
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -192,7 +204,7 @@ void Hold::begin(HoldInput in, std::shared_ptr<const policy::Config> cfg, HoldCa
   quarantine_schema_.clear();
   quarantine_hold_id_.clear();
   if (!plan.quarantine.empty()) {
-    const std::string hold_id = capture::new_uuid();
+    const std::string hold_id = quarantine_hold_id(in.session, in.checks_awaiting_end);
     for (auto& st : plan.quarantine.statements) st.move.hold_id = hold_id;
     std::optional<quarantine::SubstitutedText> text;
     try {

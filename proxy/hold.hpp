@@ -36,6 +36,9 @@ struct HoldInput {
   char transaction_status = 'I';
   std::string user;
   uint64_t session = 0;
+  // Outcome checks of the session's open transaction's earlier holds: 0 for the first DROP of a
+  // transaction (autocommit's every DROP), more for a later one.
+  size_t checks_awaiting_end = 0;
   bool tracks_shape_changes = false;   // the decoder wants the captured tables (HoldEnd::captured)
 };
 

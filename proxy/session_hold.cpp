@@ -81,6 +81,7 @@ void Session::begin_hold(char type, std::shared_ptr<const parser::Facts> facts, 
   in.transaction_status = decoder_->transaction_status();
   in.user = params_.get("user");
   in.session = id_;
+  in.checks_awaiting_end = decoder_->transactions().outcome_check_count();
   in.tracks_shape_changes = decoder_->tracks_shape_changes();
   in.facts = std::move(facts);
   hold_.begin(std::move(in), ctx_.config(), ctx_.hold_capture.get());

@@ -100,6 +100,7 @@ class TransactionTracker {
       outcome_checks_[i].statement_failed = true;
   }
   bool has_outcome_checks() const { return !outcome_checks_.empty(); }
+  size_t outcome_check_count() const { return outcome_checks_.size(); }
   std::vector<capture::PendingOutcome> take_outcome_checks() {
     ++takings_;
     return std::exchange(outcome_checks_, {});

@@ -26,9 +26,10 @@ struct QuarantineMove {
   // Call the move installed by prepare_sql (move_function_usable) instead of running its
   // body inline, which the server parses and plans at every DROP.
   bool via_function = false;
-  // The hold whose statement this move is, written into the comment of every table it moves: the
-  // outcome check of another DROP that finds the table quarantined (one waiting on this move's
-  // lock that then moved nothing, as DROP TABLE IF EXISTS does) knows the move is not its own.
+  // Which hold this move is (proxy/hold.cpp: the process, the session, its place in the session's
+  // transaction), written into the comment of every table it moves: the outcome check of another
+  // DROP that finds the table quarantined (one waiting on this move's lock, or later in the same
+  // transaction, that then moved nothing, as DROP TABLE IF EXISTS does) knows the move is not its own.
   std::string hold_id;
 };
 

@@ -15,6 +15,9 @@ waits for that lock. Then A finishes:
   A's; the comment's hold (quarantine/move_sql.hpp) says the move is A's, so the held row names A's
   DROP and B's ledger row says not_dropped.
 What each session saw is compared with direct.
+
+And one session's two DROPs of a table in one transaction, DROP TABLE then DROP TABLE IF EXISTS:
+the second moves nothing, and its check (the later event id) must leave the row to the first.
 """
 import threading
 
@@ -22,7 +25,8 @@ import psycopg2
 
 import wirelib
 
-SETUP = "CREATE TABLE t_race (a int); CREATE TABLE t_race_rb (a int); CREATE TABLE t_race_ie (a int);"
+SETUP = ("CREATE TABLE t_race (a int); CREATE TABLE t_race_rb (a int); CREATE TABLE t_race_ie (a int);"
+         " CREATE TABLE t_twice (a int);")
 
 
 def race(w, port, db, table, finish, second_drop="DROP TABLE"):
@@ -60,6 +64,21 @@ def race(w, port, db, table, finish, second_drop="DROP TABLE"):
     return seen
 
 
+def twice(w, port, db):
+    """One transaction: DROP TABLE t_twice; DROP TABLE IF EXISTS t_twice; COMMIT. What it saw."""
+    c = psycopg2.connect(host=w.host, port=port, dbname=db, user="postgres", application_name="twice")
+    try:
+        cur = c.cursor()
+        seen = []
+        for sql in ("DROP TABLE t_twice", "DROP TABLE IF EXISTS t_twice"):
+            cur.execute(sql)
+            seen.append(cur.statusmessage)
+        c.commit()
+        return seen
+    finally:
+        c.close()
+
+
 def drops(w, oid):
     """The ledger rows of the table's held DROPs (written or deduplicated), in the order made, once
     every one has its outcome: (application, drop_outcome, quarantine_id, id)."""
@@ -74,7 +93,7 @@ def drops(w, oid):
 def test(w):
     w.setup(SETUP)
     w.start()
-    oid = {n: w.oid("public." + n) for n in ("t_race", "t_race_rb", "t_race_ie")}
+    oid = {n: w.oid("public." + n) for n in ("t_race", "t_race_rb", "t_race_ie", "t_twice")}
 
     for table, finish, second_drop in (("t_race", "commit", "DROP TABLE"), ("t_race_rb", "rollback", "DROP TABLE"),
                                        ("t_race_ie", "commit", "DROP TABLE IF EXISTS")):
@@ -99,6 +118,17 @@ def test(w):
                 % (table, stood), got)
         winner = [g[3] for g in got if g[0] == stood]
         w.check(held[0][1] == winner[0], "%s: the held row names %s's DROP" % (table, stood), (held, got))
+
+    w.same("psycopg2: DROP TABLE then DROP TABLE IF EXISTS of one table in a transaction",
+           twice(w, w.port, w.direct_db), twice(w, w.p.port, w.db))
+    w.check_quarantined("public.t_twice", oid["t_twice"], ledger=False)
+    held = w.wait_for(lambda: w.sq("SELECT id::text, event_id::text FROM predrop.quarantine "
+                                   "WHERE database_name = %s AND table_oid = %s", (w.db, oid["t_twice"])), timeout=15)
+    got = drops(w, oid["t_twice"])
+    w.check(len(held) == 1 and len(got) == 2 and [g[1] for g in got] == ["quarantined", "not_dropped"]
+            and got[0][2] == held[0][0] and held[0][1] == got[0][3],
+            "t_twice: the first DROP, whose move stood, is quarantined and holds the row; the second not_dropped",
+            (held, got))
 
 
 if __name__ == "__main__":
