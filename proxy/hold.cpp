@@ -17,8 +17,10 @@ namespace {
 // transaction left. Two sessions' moves differ, and so do two of one transaction (the first DROP's
 // and a later DROP TABLE IF EXISTS that finds nothing to move). It is not unique to the hold: the
 // substitute's text then stays the same from one autocommit DROP of a table to the next, and
-// pg_stat_statements keeps one entry for it rather than one per DROP. Two DROPs of one table in a
-// transaction that do share it (one Query's text) are told apart by their event ids.
+// pg_stat_statements keeps one entry for it rather than one per DROP. Two DROPs of one table that
+// do share it (one Query's text) are settled by their event ids: the later one's move is taken
+// to have stood, which is wrong where the later one moved nothing (`DROP TABLE t; DROP TABLE IF
+// EXISTS t` in one Query).
 std::string quarantine_hold_id(uint64_t session, size_t checks_awaiting_end) {
   static const std::string process = capture::new_uuid();
   return process + "." + std::to_string(session) + "." + std::to_string(checks_awaiting_end);

@@ -11,10 +11,11 @@ namespace predrop::quarantine {
 // INSERT of the store rows of tables an outcome check found quarantined; nothing for a partition's
 // comment (its tree's row is the quarantine's). A held row already there takes this DROP's ids when
 // it has none (the purger wrote it) or an earlier DROP's: of two DROPs of one table that both found
-// it quarantined (the first undone by ROLLBACK TO SAVEPOINT, or rolled back while another session's
-// waited for its lock; a DROP the server refused is not_dropped before this), the later one's move
-// is the one that stood, whichever outcome check comes first. The earlier DROP's ledger row in events_table, and the snapshot it
-// names in snapshots_table (both already quoted), then say not_dropped. Parameters, arrays in step,
+// it quarantined by their own hold (one Query's text, the first undone by ROLLBACK TO SAVEPOINT; a
+// DROP the server refused, or whose move the comment says is another hold's, is not_dropped before
+// this), the later one's move is the one that stood, whichever outcome check comes first. The
+// earlier DROP's ledger row in events_table, and the snapshot it names in snapshots_table (both
+// already quoted), then say not_dropped. Parameters, arrays in step,
 // one element a table: $1 text[] database_name, $2 jsonb[] detail, $3 text[] quarantine_schema, $4
 // text[] quarantine_table, $5 bigint[] bytes, $6 uuid[] snapshot_id, $7 uuid[] event_id, $8 bigint[]
 // retention seconds, $9 text[] application_name, $10 text[] client_addr; one element a quarantine.

@@ -245,6 +245,7 @@ class Hold:
         if env:
             e.update(env)
         p = Predrop(self.work, *argv, env=e)
+        p.admin = self.admin   # this instance's endpoint: self.admin is the last one started's
         p.start()
         self.instances.append(p)
         self.logs.append(p.log)
@@ -283,16 +284,16 @@ class Hold:
                            timeout=timeout)
         return Run(r.returncode, r.stdout, r.stderr, time.monotonic() - t0)
 
-    def admin_get(self, path):
-        """(HTTP status, body) of a GET on predrop's admin endpoint."""
+    def admin_get(self, path, admin=None):
+        """(HTTP status, body) of a GET on predrop's admin endpoint (ADMIN: another instance's)."""
         try:
-            with urllib.request.urlopen("http://%s%s" % (self.admin, path), timeout=5) as r:
+            with urllib.request.urlopen("http://%s%s" % (admin or self.admin, path), timeout=5) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
 
-    def metrics(self):
-        status, body = self.admin_get("/metrics")
+    def metrics(self, admin=None):
+        status, body = self.admin_get("/metrics", admin)
         if status != 200:
             raise RuntimeError("predrop /metrics answered %d: %s" % (status, body[:200]))
         return body

@@ -104,15 +104,10 @@ def config_of(mode):
 PHASE = re.compile(r'^predrop_capture_phase_seconds_(sum|count)\{phase="(\w+)"\} (\S+)$', re.M)
 
 
-def phase_totals(h, admin):
-    """{phase: [seconds, count]} of predrop_capture_phase_seconds on an admin endpoint."""
-    h.admin, saved = admin, h.admin
-    try:
-        body = h.metrics()
-    finally:
-        h.admin = saved
+def phase_totals(h, p):
+    """{phase: [seconds, count]} of predrop_capture_phase_seconds on predrop P's admin endpoint."""
     out = {}
-    for kind, phase, value in PHASE.findall(body):
+    for kind, phase, value in PHASE.findall(h.metrics(p.admin)):
         out.setdefault(phase, [0.0, 0.0])[0 if kind == "sum" else 1] = float(value)
     return out
 
@@ -181,7 +176,6 @@ def main():
         for label, path in builds("CHURN_BINS", ""):
             for mode in MODES:
                 p = h.start_predrop("--hold-timeout-ms", "60000", config=config_of(mode), env={"PREDROP_BIN": path})
-                p.bench_admin = h.admin
                 targets.append(((label + ":" if label else "") + mode, p.port, p))
         if STORE_ROWS:
             loading = time.monotonic()
@@ -211,7 +205,7 @@ def main():
                         t0 = cpu_ticks(p.pid) if p else None
                         started = h.sq("SELECT now()")[0][0] if p else None
                         s0 = server.sample(h)
-                        phases0 = phase_totals(h, p.bench_admin) if p else None
+                        phases0 = phase_totals(h, p) if p else None
                         v, note = run_pgbench(h, port, clients, script)
                         tps.setdefault(name, []).append(v)
                         line = "  c=%-3d round %d %-22s %8.1f tps%s" % (clients, rep + 1, name, v, note)
@@ -246,7 +240,7 @@ def main():
                                 "FROM predrop.drop_events WHERE occurred_at >= %s AND statement_kind = 'drop_table'",
                                 (started,))[0]
                             line += "  snapshots %d of %d DROPs" % (written, drops)
-                            means = phase_means(phases0, phase_totals(h, p.bench_admin))
+                            means = phase_means(phases0, phase_totals(h, p))
                             if means:
                                 line += "  capture phases (mean ms): " + means
                             if skipped:
