@@ -322,7 +322,7 @@ void SnapshotPipeline::yield(const JobPtr& job) {
   Params params{job->req.yield_schema, pg_array_literal(kinds), pg_array_literal(names), pg_array_literal(schemas),
                 pg_array_literal(methods), pg_array_literal(path)};
   ++counters_.catalog;
-  run(job, BatchQuery{"predrop_quarantine_yield_v1", quarantine::yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
+  run(job, BatchQuery{"predrop_quarantine_yield_v2", quarantine::yield_find_sql(), std::move(params)}, [this, job](PgResult r) {
     if (!r.ok()) {
       // On a fresh connection the yield runs again (the connection may be handed over at once).
       job->yield_done = false;

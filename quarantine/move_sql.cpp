@@ -798,7 +798,9 @@ std::string catalog_sql(std::string_view schema, bool measured_given) {
 std::string yield_find_sql() {
   // pg_depend names what a relation uses (a partition key's or an index's operator class, an access
   // method, a column's type); an extension's objects are those depending on it with deptype 'e'.
-  // Owner, tablespace and access method are read from pg_class itself.
+  // Owner, tablespace and access method are read from pg_class itself. The comment is read as the
+  // move reads it (kMoveBody), without obj_description, whose SQL body is planned afresh at
+  // every call.
   return R"SQL(WITH y AS (
   SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS y(kind, name, schema, method, n)
 ), qs AS (
@@ -854,7 +856,9 @@ std::string yield_find_sql() {
 ), tree AS (
   SELECT t.n, COALESCE(pg_catalog.pg_partition_root(t.oid)::oid, t.oid) AS oid FROM tbl t
 )
-SELECT DISTINCT ON (c.oid) tree.n, c.oid::bigint, c.relname::text, pg_catalog.obj_description(c.oid, 'pg_class')
+SELECT DISTINCT ON (c.oid) tree.n, c.oid::bigint, c.relname::text,
+       (SELECT ds.description FROM pg_catalog.pg_description ds
+         WHERE ds.objoid = c.oid AND ds.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND ds.objsubid = 0)
   FROM tree JOIN pg_catalog.pg_class c ON c.oid = tree.oid JOIN qs ON c.relnamespace = qs.oid
  WHERE c.relkind IN ('r', 'p')
  ORDER BY c.oid, tree.n)SQL";
