@@ -6,6 +6,8 @@ with every notice (every field) where it arrived, compared direct and through pr
 
 A pipeline whose later statement fails before the Sync rolls the DROP back with it: nothing stays in
 quarantine. Each execution of the prepared DROP quarantines that execution's table (its own OID).
+DROP TABLE then DROP TABLE IF EXISTS of one table before one Sync: the first is quarantined and holds
+the quarantine's row, the second (which moved nothing) is not_dropped.
 """
 import ctypes
 import ctypes.util
@@ -153,14 +155,14 @@ SETUP = r"""
 CREATE TABLE p_ok (a int); CREATE TABLE p_fail (a int); CREATE TABLE p_err (a int);
 CREATE TABLE pc (a int); CREATE VIEW pc_v AS SELECT a FROM pc;
 CREATE TABLE pd (a int); CREATE VIEW pd_v AS SELECT a FROM pd;
-CREATE TABLE x_par (a int); CREATE TABLE x_rb (a int);
+CREATE TABLE x_par (a int); CREATE TABLE x_rb (a int); CREATE TABLE p_twice (a int);
 """
 
 
 def test(w):
     w.setup(SETUP)
     w.start()
-    oid = {n: w.oid("public." + n) for n in ("p_ok", "p_fail", "p_err", "pc", "pd", "x_par", "x_rb")}
+    oid = {n: w.oid("public." + n) for n in ("p_ok", "p_fail", "p_err", "pc", "pd", "x_par", "x_rb", "p_twice")}
     prepared_oids = []
 
     def both(label, fn):
@@ -217,7 +219,24 @@ def test(w):
                        c.params("SELECT to_regclass('x_rb') IS NOT NULL")])
     w.check_kept("public.x_rb", oid["x_rb"], "extended ROLLBACK")
 
-    w.check(w.quarantine_count() == 6, "six tables in quarantine (p_ok, pp x3, pc, x_par)", w.quarantine_count())
+    both("pipeline: DROP TABLE then DROP TABLE IF EXISTS of one table before one Sync",
+         lambda c, _: c.pipeline([["DROP TABLE p_twice", "DROP TABLE IF EXISTS p_twice"]]))
+    w.check_quarantined("public.p_twice", oid["p_twice"], ledger=False)
+    held = w.wait_for(lambda: w.sq("SELECT id::text, event_id::text FROM predrop.quarantine "
+                                   "WHERE database_name = %s AND table_oid = %s", (w.db, oid["p_twice"])), timeout=15)
+    got = w.wait_for(lambda: [e for e in w.events("table_oid = %s AND outcome IN ('written', 'deduplicated')",
+                                                  (oid["p_twice"],)) if e["drop_outcome"] is not None], timeout=15)
+    # Two holds (each Execute is held apart), the second's move finding nothing: the ledger gives the
+    # quarantine to the first DROP, whose move stood, by the hold id in the table's comment.
+    got = sorted((str(e["id"]), e["drop_outcome"], str(e["quarantine_id"]) if e.get("quarantine_id") else None)
+                 for e in got)
+    w.check(len(held) == 1 and [g[1:] for g in got] == [("quarantined", held[0][0]), ("not_dropped", None)]
+            and held[0][1] == got[0][0],
+            "p_twice: the first DROP of the pipeline is quarantined and holds the row; the IF EXISTS not_dropped",
+            (held, got))
+
+    w.check(w.quarantine_count() == 7, "seven tables in quarantine (p_ok, pp x3, pc, x_par, p_twice)",
+            w.quarantine_count())
 
 
 if __name__ == "__main__":

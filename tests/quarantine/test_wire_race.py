@@ -18,6 +18,7 @@ What each session saw is compared with direct.
 
 And one session's two DROPs of a table in one transaction, DROP TABLE then DROP TABLE IF EXISTS:
 the second moves nothing, and its check (the later event id) must leave the row to the first.
+The same two in one Query's text are one hold: the table has one ledger row, quarantined.
 """
 import threading
 
@@ -26,7 +27,7 @@ import psycopg2
 import wirelib
 
 SETUP = ("CREATE TABLE t_race (a int); CREATE TABLE t_race_rb (a int); CREATE TABLE t_race_ie (a int);"
-         " CREATE TABLE t_twice (a int);")
+         " CREATE TABLE t_twice (a int); CREATE TABLE t_once (a int);")
 
 
 def race(w, port, db, table, finish, second_drop="DROP TABLE"):
@@ -79,6 +80,18 @@ def twice(w, port, db):
         c.close()
 
 
+def once(w, port, db):
+    """One Query's text: DROP TABLE t_once; DROP TABLE IF EXISTS t_once. What it saw."""
+    c = psycopg2.connect(host=w.host, port=port, dbname=db, user="postgres", application_name="once")
+    c.autocommit = True
+    try:
+        cur = c.cursor()
+        cur.execute("DROP TABLE t_once; DROP TABLE IF EXISTS t_once")
+        return [cur.statusmessage, [n.strip() for n in c.notices]]
+    finally:
+        c.close()
+
+
 def drops(w, oid):
     """The ledger rows of the table's held DROPs (written or deduplicated), in the order made, once
     every one has its outcome: (application, drop_outcome, quarantine_id, id)."""
@@ -93,7 +106,7 @@ def drops(w, oid):
 def test(w):
     w.setup(SETUP)
     w.start()
-    oid = {n: w.oid("public." + n) for n in ("t_race", "t_race_rb", "t_race_ie", "t_twice")}
+    oid = {n: w.oid("public." + n) for n in ("t_race", "t_race_rb", "t_race_ie", "t_twice", "t_once")}
 
     for table, finish, second_drop in (("t_race", "commit", "DROP TABLE"), ("t_race_rb", "rollback", "DROP TABLE"),
                                        ("t_race_ie", "commit", "DROP TABLE IF EXISTS")):
@@ -129,6 +142,19 @@ def test(w):
             and got[0][2] == held[0][0] and held[0][1] == got[0][3],
             "t_twice: the first DROP, whose move stood, is quarantined and holds the row; the second not_dropped",
             (held, got))
+
+    w.same("psycopg2: DROP TABLE then DROP TABLE IF EXISTS of one table in one Query",
+           once(w, w.port, w.direct_db), once(w, w.p.port, w.db))
+    w.check_quarantined("public.t_once", oid["t_once"], ledger=False)
+    held = w.wait_for(lambda: w.sq("SELECT id::text, event_id::text FROM predrop.quarantine "
+                                   "WHERE database_name = %s AND table_oid = %s", (w.db, oid["t_once"])), timeout=15)
+    got = w.wait_for(lambda: [e for e in w.events("table_oid = %s AND outcome IN ('written', 'deduplicated')",
+                                                  (oid["t_once"],)) if e["drop_outcome"] is not None], timeout=15)
+    # One hold for the whole text: its targets are merged, so the table has one ledger row.
+    w.check(len(held) == 1 and len(got) == 1 and got[0]["drop_outcome"] == "quarantined"
+            and str(got[0]["quarantine_id"]) == held[0][0] and str(got[0]["id"]) == held[0][1],
+            "t_once: the text's one ledger row for the table is quarantined and holds the row",
+            (held, [(e["drop_outcome"], str(e.get("quarantine_id")), str(e["id"])) for e in got]))
 
 
 if __name__ == "__main__":
