@@ -245,9 +245,11 @@ struct CaptureService::Impl {
                        // A partition's comment only points at its tree's, whose row is the
                        // quarantine's (record_each_sql writes none for it).
                        if (f.detail.find(kTreeMark) == std::string::npos) continue;
-                       // Two DROPs of one table in a transaction (the first undone by a ROLLBACK
-                       // TO SAVEPOINT) find the same quarantine: its row is the later's, whose move
-                       // stood (event ids sort in the order made), as record_each_sql keeps it.
+                       // Two DROPs claim one quarantine only where the comment names no hold (an
+                       // older predrop's move) or the same one (a rolled-back transaction's check,
+                       // come after the next transaction's move: proxy/hold.cpp, quarantine_hold_id):
+                       // its row is the later's, whose move stood (event ids sort in the order
+                       // made), as record_each_sql keeps it.
                        const auto [at, first] = row_of.emplace(f.quarantine_id, rows[0].size());
                        const bool later = !first && rows[kEventColumn][at->second] < row[kEventColumn];
                        for (size_t c = 0; c < rows.size(); ++c) {

@@ -14,13 +14,16 @@ namespace {
 
 // What a quarantined DROP's move writes into its tables' comments (QuarantineMove::hold_id): this
 // process, the session and how many outcome checks earlier holds of the session's open
-// transaction left. Two sessions' moves differ, and so do two of one transaction (the first DROP's
-// and a later DROP TABLE IF EXISTS that finds nothing to move). It is not unique to the hold: the
-// substitute's text then stays the same from one autocommit DROP of a table to the next, and
-// pg_stat_statements keeps one entry for it rather than one per DROP. Two DROPs of one table that
-// do share it (one Query's text) are settled by their event ids: the later one's move is taken
-// to have stood, which is wrong where the later one moved nothing (`DROP TABLE t; DROP TABLE IF
-// EXISTS t` in one Query).
+// transaction left (the tracker keeps them to the transaction's end, through ROLLBACK TO). So two
+// sessions' moves differ, and so do two holds of one transaction: an outcome check claims only its
+// own hold's move, not one it waited on and then found nothing to move after (IF EXISTS), nor a
+// later DROP's after a ROLLBACK TO SAVEPOINT undid its own (a pipeline's Executes are holds of
+// their own too). Two DROPs of one table in one Query's text are one hold, with one check for the
+// table. The id is
+// not unique across transactions: the substitute's text then stays the same from one autocommit
+// DROP of a table to the next, and pg_stat_statements keeps one entry for it rather than one per
+// DROP. Where two checks do claim one move (a rolled-back transaction's check after the next
+// transaction moved the table again), record_each_sql gives it to the later DROP, whose move stood.
 std::string quarantine_hold_id(uint64_t session, size_t checks_awaiting_end) {
   static const std::string process = capture::new_uuid();
   return process + "." + std::to_string(session) + "." + std::to_string(checks_awaiting_end);

@@ -11,9 +11,10 @@ namespace predrop::quarantine {
 // INSERT of the store rows of tables an outcome check found quarantined; nothing for a partition's
 // comment (its tree's row is the quarantine's). A held row already there takes this DROP's ids when
 // it has none (the purger wrote it) or an earlier DROP's: of two DROPs of one table that both found
-// it quarantined by their own hold (one Query's text, the first undone by ROLLBACK TO SAVEPOINT; a
-// DROP the server refused, or whose move the comment says is another hold's, is not_dropped before
-// this), the later one's move is the one that stood, whichever outcome check comes first. The
+// it quarantined (only where its comment names no hold, or the same hold in two transactions of a
+// session, the first rolled back; a DROP the server refused, or whose move the comment says is
+// another hold's, is not_dropped before this), the later one's move is the one that stood,
+// whichever outcome check comes first. The
 // earlier DROP's ledger row in events_table, and the snapshot it names in snapshots_table (both
 // already quoted), then say not_dropped. Parameters, arrays in step,
 // one element a table: $1 text[] database_name, $2 jsonb[] detail, $3 text[] quarantine_schema, $4
