@@ -19,11 +19,11 @@ namespace {
 // own hold's move, not one it waited on and then found nothing to move after (IF EXISTS), nor a
 // later DROP's after a ROLLBACK TO SAVEPOINT undid its own (a pipeline's Executes are holds of
 // their own too). Two DROPs of one table in one Query's text are one hold, with one check for the
-// table. The id is
-// not unique across transactions: the substitute's text then stays the same from one autocommit
-// DROP of a table to the next, and pg_stat_statements keeps one entry for it rather than one per
-// DROP. Where two checks do claim one move (a rolled-back transaction's check after the next
-// transaction moved the table again), record_each_sql gives it to the later DROP, whose move stood.
+// table. The id is not unique across transactions: the substitute's text then stays the same from
+// one autocommit DROP of a table to the next, and pg_stat_statements keeps one entry for it rather
+// than one per DROP. Where two checks do claim one move (a rolled-back transaction's check after
+// the next transaction moved the table again), record_each_sql gives it to the later DROP, whose
+// move stood.
 std::string quarantine_hold_id(uint64_t session, size_t checks_awaiting_end) {
   static const std::string process = capture::new_uuid();
   return process + "." + std::to_string(session) + "." + std::to_string(checks_awaiting_end);
