@@ -570,6 +570,17 @@ TEST_F(CaptureTest, TheLaterOfTwoDropsOfOneTableHoldsItsQuarantine) {
   EXPECT_TRUE(eventually(*sdb, held_by(e), e.later.tables.at(0).event_id));
   EXPECT_EQ(sdb->value("SELECT snapshot_id::text FROM predrop.quarantine WHERE id = '" + e.qid + "'"),
             e.later.tables.at(0).snapshot_id);
+
+  // A table in the quarantine schema under a comment that is not JSON (written by hand) is no
+  // quarantine, and fails no other check of its batch: t_h, checked beside it, is quarantined.
+  const Drops h = two_drops("t_h", "hold-h");
+  db->exec("CREATE TABLE t_i (a int)");
+  const SnapshotResult i = run(svc, request({table("public", "t_i")}));
+  db->exec("ALTER TABLE t_i SET SCHEMA q_s; COMMENT ON TABLE q_s.t_i IS '{kept by hand, not JSON'");
+  svc.confirm_outcomes(src->name(), {pending(i, false, "hold-i"), pending(h.later, false, "hold-h")});
+  EXPECT_TRUE(eventually(*sdb, "SELECT drop_outcome || coalesce('/' || quarantine_id, '') FROM predrop.drop_events "
+                               "WHERE id = '" + h.later.tables.at(0).event_id + "'", "quarantined/" + h.qid));
+  EXPECT_TRUE(eventually(*sdb, "SELECT drop_outcome FROM predrop.drop_events WHERE table_name = 't_i'", "not_dropped"));
 }
 
 TEST_F(CaptureTest, DedupWindowSkipsSameShape) {
