@@ -56,6 +56,8 @@ bool Facts::yields() const {
   return false;
 }
 
+bool Facts::recorded() const { return destroys() || unresolved() || unparsed() || changes_shape() || yields(); }
+
 std::string_view to_string(YieldTarget::Kind kind) {
   switch (kind) {
     case YieldTarget::Kind::role: return "drop_role";

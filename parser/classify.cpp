@@ -720,7 +720,7 @@ Facts classify_uncached(std::string_view sql_view, bool standard_conforming_stri
   }
 
   // The "after" row of a shape change stores the normalised text and its fingerprint too.
-  if (facts.destroys() || facts.unresolved() || facts.changes_shape() || facts.yields()) compute_fingerprint(sql, facts);
+  if (facts.recorded()) compute_fingerprint(sql, facts);
   if (facts.destroys()) facts.source = sql;
   return facts;
 }

@@ -426,8 +426,7 @@ Facts classify_fallback(const std::string& sql, std::string parse_error, bool sh
     st.unparsed = has_reportable_token(sql, code, unread, piece.last) && may_matter(sql);
     facts.statements.push_back(std::move(st));
   }
-  if (facts.destroys() || facts.unresolved() || facts.unparsed() || facts.changes_shape() || facts.yields())
-    facts.fingerprint = token_fingerprint(sql, code);
+  if (facts.recorded()) facts.fingerprint = token_fingerprint(sql, code);
   return facts;
 }
 

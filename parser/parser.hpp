@@ -126,6 +126,10 @@ struct Facts {
   bool touches_search_path() const;  // any statement moves search_path, or the role "$user" names
   bool changes_shape() const;      // any statement has changes
   bool yields() const;             // any statement has yields
+  // What the proxy holds or records (it destroys, is unresolved or unparsed, changes a shape or
+  // yields): such a text, and no other, carries a fingerprint for its ledger or after row. Both
+  // the classifier and its scanner fallback decide by this one rule.
+  bool recorded() const;
 };
 
 // Cheap and sound: false only when the text cannot hold any statement the classifier
