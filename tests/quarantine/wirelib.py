@@ -164,6 +164,27 @@ class Wire(holdlib.Hold):
                        if r.get("quarantine_id") is not None and str(r["quarantine_id"]) == rows[0][0]]
             self.check(not earlier, "%s: no earlier DROP's ledger row claims the quarantine" % label, earlier)
 
+    def held_drops(self, oid, count):
+        """The ledger rows of OID's held DROPs (written or deduplicated), in the order made, once there
+        are COUNT and every one has its outcome: (application, drop_outcome, quarantine_id, id)."""
+        def rows():
+            r = sorted(self.events("table_oid = %s AND outcome IN ('written', 'deduplicated')", (oid,)),
+                       key=lambda e: str(e["id"]))
+            return r if len(r) == count and all(e["drop_outcome"] is not None for e in r) else []
+        return [(e["application_name"], e["drop_outcome"], str(e["quarantine_id"]) if e.get("quarantine_id") else None,
+                 str(e["id"])) for e in self.wait_for(rows, timeout=15)]
+
+    def check_first_stood(self, oid, label):
+        """Two DROPs of OID's table, the second a DROP TABLE IF EXISTS that found nothing to move: the
+        first is quarantined and predrop.quarantine's row names it, the second is not_dropped."""
+        held = self.wait_for(lambda: self.sq("SELECT id::text, event_id::text FROM predrop.quarantine "
+                                             "WHERE database_name = %s AND table_oid = %s", (self.db, oid)), timeout=15)
+        got = self.held_drops(oid, 2)
+        self.check(len(held) == 1 and [g[1:3] for g in got] == [("quarantined", held[0][0]), ("not_dropped", None)]
+                   and held[0][1] == got[0][3],
+                   "%s: the first DROP, whose move stood, is quarantined and holds the row; the second not_dropped"
+                   % label, (held, got))
+
     def check_kept(self, qualified, oid, label):
         """Nothing happened to QUALIFIED on either side: still in its schema, never dropped."""
         schema, name = qualified.split(".", 1)
