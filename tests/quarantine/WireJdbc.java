@@ -89,6 +89,14 @@ public class WireJdbc {
         for (int n : s.executeBatch()) System.out.println("  count " + n);
       });
       s.clearBatch();
+      // One pipeline holding two DROPs of one table, the second IF EXISTS: two holds of the same OID,
+      // the second finding nothing to move (what the server says to it: a NOTICE, then DROP TABLE).
+      run(s, "batch: DROP TABLE jb5; DROP TABLE IF EXISTS jb5", () -> {
+        s.addBatch("DROP TABLE jb5");
+        s.addBatch("DROP TABLE IF EXISTS jb5");
+        for (int n : s.executeBatch()) System.out.println("  count " + n);
+      });
+      s.clearBatch();
       c.setAutoCommit(false);
       run(s, "transaction: DROP TABLE jd_rb then rollback", () -> {
         System.out.println("  count " + s.executeUpdate("DROP TABLE jd_rb"));
