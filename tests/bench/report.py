@@ -3,7 +3,8 @@
 
 Lines of results.tsv (tab-separated):
   pgbench  <cell e.g. "-S c=16 prepared">  <target>  <tps>  <latency ms>  <failed>  <proxy CPU us/tx or ->
-           [<proxy syscalls/tx or ->  <proxy context switches/tx or ->  [<server CPU us/tx or ->]]
+           [<proxy syscalls/tx or ->  <proxy context switches/tx or ->  [<server CPU us/tx or ->
+           [<the machine's steal % over the counted seconds or ->]]]
   copy     <test: out|in>                  <target>  <seconds>  <bytes>  <proxy CPU ms or ->  <server backend CPU ms or ->
   rss      <target>  <clients>  <VmRSS kB>  <RssAnon kB>
 Targets: direct, pgbouncer, predrop, and in pgbench lines optionally predrop_alt (a second predrop
@@ -73,7 +74,7 @@ def main():
                 order.append(f[1])
             pg[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]), num(f[6]) if len(f) > 6 else None,
                                    num(f[7]) if len(f) > 7 else None, num(f[8]) if len(f) > 8 else None,
-                                   num(f[9]) if len(f) > 9 else None))
+                                   num(f[9]) if len(f) > 9 else None, num(f[10]) if len(f) > 10 else None))
         elif f[0] == "copy":
             copy[f[1]][f[2]].append((num(f[3]), num(f[4]), num(f[5]) if len(f) > 5 else None,
                                      num(f[6]) if len(f) > 6 else None))
@@ -127,6 +128,13 @@ def main():
                      fmt(ratio(med([x[6] for x in pg[cell]["predrop"]]), med([x[6] for x in pg[cell]["pgbouncer"]])), "{:.2f}")]
                     for cell in order]
             table(["cell", *("server us/tx behind " + t for t in targets), "predrop/pgb"], rows)
+
+        if any(x[7] is not None for cell in order for t in TARGETS for x in pg[cell][t]):
+            print("the share of the machine's time the hypervisor stole while each run was counted (%, by run in\n"
+                  "the order of the paired ratios above): a pair whose steal differs by much is the host's\n"
+                  "difference as much as the proxies'.\n")
+            rows = [[cell, *(" ".join(fmt(x[7], "{:.0f}") for x in pg[cell][t]) for t in TARGETS)] for cell in order]
+            table(["cell", *("steal % behind " + t for t in TARGETS)], rows)
 
     alt_cells = [cell for cell in order if pg[cell]["predrop_alt"]]
     if alt_cells:

@@ -88,6 +88,18 @@ ticks_per_tx_us() {
     echo -
   fi
 }
+# The machine's steal and all ticks so far (tests/bench/benchlib.py, machine_ticks), and the share
+# stolen between two readings in % ("-" when a reading is missing): a paired ratio is only as good
+# as its runs' steal is alike.
+machine_ticks() { awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat 2>/dev/null; }
+steal_pct() {
+  if [ -n "$1" ] && [ -n "$2" ]; then
+    awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[2] - x[2]
+      if (d > 0) printf "%.1f", 100 * (y[1] - x[1]) / d; else print "-" }'
+  else
+    echo -
+  fi
+}
 # Rotate the order of the targets from one measurement to the next (the host drifts).
 rot=0
 targets_rotated() {
@@ -127,6 +139,7 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
           sleep "$CELL_WARMUP"
           t0=$(cpu_ticks "$pid")
           s0=$(server_ticks)
+          m0=$(machine_ticks)
           perf_pid=""
           if [ "$PERF_STAT" = 1 ] && [ -n "$pid" ]; then
             perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$pid" -o "$out.perf" >/dev/null 2>&1 &
@@ -135,6 +148,7 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
           wait "$bench_pid" || true
           t1=$(cpu_ticks "$pid")
           s1=$(server_ticks)
+          stolen=$(steal_pct "$m0" "$(machine_ticks)")
           if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
           steady=$(awk -v w="$CELL_WARMUP" '/^progress: / { t = $2 + 0; if (t > w) { tx += $4; lat += $7; n++ } }
             END { if (n) printf "%.1f %.3f %.0f", tx / n, lat / n, tx }' "$out")
@@ -151,8 +165,8 @@ if [[ "$SKIP" != *" pgbench "* ]]; then
             log "$cell $target: pgbench failed: $(tail -n 3 "$out" | tr '\n' ' ')"
             failed=${failed:-all}
           fi
-          printf 'pgbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" "$server_cpu" >>"$results"
-          log "$(printf '%-22s %-9s tps=%-10s lat=%-7s ms failed=%s cpu/tx=%s us syscalls/tx=%s cs/tx=%s server/tx=%s us' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" "$server_cpu")"
+          printf 'pgbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" "$server_cpu" "$stolen" >>"$results"
+          log "$(printf '%-22s %-9s tps=%-10s lat=%-7s ms failed=%s cpu/tx=%s us syscalls/tx=%s cs/tx=%s server/tx=%s us steal=%s%%' "$cell" "$target" "${tps:--}" "${lat:--}" "${failed:--}" "$cpu" "$sys" "$cs" "$server_cpu" "$stolen")"
         done
       done
     done

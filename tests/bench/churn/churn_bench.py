@@ -26,7 +26,9 @@ the hold is predrop's own and the hand-offs between its threads), and
 /proc gives predrop's CPU per cycle. For every run /proc also gives the server's CPU per cycle (all
 of the cluster's processes, the backends that ended included: benchlib.ServerCpu) and, through
 predrop, the share of predrop's own connections (capture and store), the work the hold and what
-follows it cost the server. CHURN_BINS="label=/path/to/predrop ..." compares builds in one
+follows it cost the server. Every run also gives the share of the machine's time the hypervisor
+stole meanwhile (benchlib.machine_ticks), and every median line the range of it over its runs: two
+runs compare fairly only at a like steal. CHURN_BINS="label=/path/to/predrop ..." compares builds in one
 run (before and after a change): each label gets its own instances, and cells are named
 label:mode.
 
@@ -49,7 +51,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from benchlib import ServerCpu, builds, cpu_ticks, load_store, pct, record, write_results, bench_hold, settle  # noqa: E402
+from benchlib import (ServerCpu, builds, cpu_ticks, load_store, machine_ticks, pct, record, write_results,  # noqa: E402
+                      bench_hold, settle, steal_pct)
 
 CLIENTS = [int(c) for c in os.environ.get("CHURN_CLIENTS", "1 8 32").split()]
 SECONDS = int(os.environ.get("CHURN_SECONDS", "10"))
@@ -198,6 +201,7 @@ def main():
                 holds = {}
                 cpu = {}
                 server_cpu = {}
+                steal = {}
                 for rep in range(REPS):
                     for name, port, p in round_order(targets, rep):
                         reset_tables(h, clients)
@@ -206,9 +210,13 @@ def main():
                         started = h.sq("SELECT now()")[0][0] if p else None
                         s0 = server.sample(h)
                         phases0 = phase_totals(h, p) if p else None
+                        m0 = machine_ticks()
                         v, note = run_pgbench(h, port, clients, script)
+                        stolen = steal_pct(m0, machine_ticks())
                         tps.setdefault(name, []).append(v)
-                        line = "  c=%-3d round %d %-22s %8.1f tps%s" % (clients, rep + 1, name, v, note)
+                        steal.setdefault(name, []).append(stolen)
+                        line = "  c=%-3d round %d %-22s %8.1f tps%s  steal %2.0f%%" % (clients, rep + 1, name, v, note,
+                                                                                 stolen)
                         if p:
                             t1 = cpu_ticks(p.pid)
                             if t0 is not None and t1 is not None and v > 0:
@@ -279,6 +287,9 @@ def main():
                             own = statistics.median(x[1] for x in server_cpu[name])
                             extra += " (predrop's connections %.0f)" % own
                             record("churn", key + "_server_cpu_predrop_conns_us_per_cycle", "%.0f" % own)
+                    if steal.get(name):
+                        extra += "  steal %.0f-%.0f%%" % (min(steal[name]), max(steal[name]))
+                        record("churn", key + "_steal_pct_max", "%.0f" % max(steal[name]))
                     print("  c=%-3d %-24s median %8.1f tps  %.2fx direct%s" % (clients, name, med, ratio, extra), flush=True)
                     record("churn", key + "_tps", "%.1f" % med)
                     record("churn", key + "_x_direct", "%.2f" % ratio)
