@@ -8,7 +8,8 @@
 # BENCH_REPS, BENCH_SCALE, BENCH_COPY_MB, BENCH_COPY_REPS, BENCH_IDLE_STEPS, BENCH_SKIP ("pgbench copy
 # rss", or the name of a tests/bench/NAME/run-*.sh benchmark such as hold), BENCH_PREDROP_ARGS,
 # BENCH_KEEP=1 (keep the work dir), BENCH_PREDROP_SESSION=bench (predrop in the bench's session
-# instead of one of its own).
+# instead of one of its own), BENCH_PGDATA_DIR (where the cluster goes, default the work dir under
+# /tmp; /dev/shm puts it on tmpfs: see README's Benchmarks for what that changes).
 # See tests/bench/run-bench.sh. The soak (tests/bench/soak/run-soak.sh):
 # BENCH_SOAK_SECONDS (600), BENCH_SOAK_CLIENTS (500), BENCH_SOAK_DROPS (20 a second),
 # BENCH_SOAK_DIRECT_SECONDS (same as BENCH_SOAK_SECONDS), BENCH_SOAK_MAX_RSS_GROWTH_PCT (10).
@@ -28,19 +29,29 @@ work=$(mktemp -d /tmp/predrop-bench.XXXXXX)
 chmod 0755 "$work"
 export BENCH_WORK=$work
 PGB_PID="" PREDROP_PID="" PREDROP_ALT_PID=""
+# The cluster's directory: the work dir's by default, else a fresh one under BENCH_PGDATA_DIR.
+pg_parent=""
+if [ -n "${BENCH_PGDATA_DIR:-}" ]; then
+  pg_parent=$(mktemp -d "$BENCH_PGDATA_DIR/predrop-bench-pg.XXXXXX")
+  chmod 0755 "$pg_parent"
+  pg=$pg_parent/pg
+else
+  pg=$work/pg
+  pg_parent=$work
+fi
 cleanup() {
   [ -n "$PREDROP_PID" ] && "$root/tests/support/stop-predrop.sh" "$PREDROP_PID" >/dev/null 2>&1 || true
   [ -n "$PREDROP_ALT_PID" ] && "$root/tests/support/stop-predrop.sh" "$PREDROP_ALT_PID" >/dev/null 2>&1 || true
   [ -n "$PGB_PID" ] && "$root/tests/bench/pgbouncer.sh" stop "$PGB_PID" || true
-  "$root/scripts/pg-cluster.sh" stop "$work/pg" || true
-  if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "bench: work dir kept: $work"; else rm -rf "$work"; fi
+  "$root/scripts/pg-cluster.sh" stop "$pg" || true
+  if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "bench: work dir kept: $work (cluster: $pg)"; else rm -rf "$work" "$pg_parent"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "bench: cluster in $work/pg"
-"$root/scripts/pg-cluster.sh" start "$work/pg" >/dev/null
-set -a; . "$work/pg/env"; set +a
+echo "bench: cluster in $pg ($(df --output=fstype "$pg_parent" 2>/dev/null | tail -n 1) filesystem)"
+"$root/scripts/pg-cluster.sh" start "$pg" >/dev/null
+set -a; . "$pg/env"; set +a
 # Every client leg plaintext, as predrop's and PgBouncer's are here: the cluster has ssl = on, so
 # libpq's default (sslmode=prefer) put pgbench's direct runs alone on TLS, and direct paid for it
 # (the recreate cycle at c=1: 355-372 tps on TLS against 430-478 plaintext, same run), which raised
@@ -51,7 +62,7 @@ export PGSSLMODE=disable
 psql -X -q -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres \
   -c "ALTER SYSTEM SET max_connections = 1200" -c "ALTER SYSTEM SET max_wal_size = '4GB'"
 as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-as_owner /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg/data" -l "$work/pg/server.log" -m fast -w -t 60 restart >/dev/null
+as_owner /usr/lib/postgresql/15/bin/pg_ctl -D "$pg/data" -l "$pg/server.log" -m fast -w -t 60 restart >/dev/null
 
 eval "$("$root/tests/bench/pgbouncer.sh" start "$work" "$PGPORT")"
 # PgBouncer daemonizes into a session of its own, and so does the postmaster under pg_ctl; predrop
@@ -79,7 +90,7 @@ if [ -n "${BENCH_PREDROP_ALT:-}" ]; then
 fi
 echo "bench: direct 127.0.0.1:$PGPORT, pgbouncer :$PGB_PORT (pid $PGB_PID), predrop :$PREDROP_PORT (pid $PREDROP_PID)"
 echo "bench: $(nproc) cores, ${BENCH_SECONDS:-15} s per pgbench run, $("$PREDROP_BIN" --version 2>/dev/null || echo predrop), $(pgbouncer --version | head -n 1)"
-echo "bench: sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a); sessions: pgbench $(ps -o sid= -p $$ | tr -d ' '), PostgreSQL $(ps -o sid= -p "$(head -n 1 "$work/pg/data/postmaster.pid")" | tr -d ' '), pgbouncer $(ps -o sid= -p "$PGB_PID" | tr -d ' '), predrop $(ps -o sid= -p "$PREDROP_PID" | tr -d ' ')"
+echo "bench: sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a); sessions: pgbench $(ps -o sid= -p $$ | tr -d ' '), PostgreSQL $(ps -o sid= -p "$(head -n 1 "$pg/data/postmaster.pid")" | tr -d ' '), pgbouncer $(ps -o sid= -p "$PGB_PID" | tr -d ' '), predrop $(ps -o sid= -p "$PREDROP_PID" | tr -d ' ')"
 # Kernel threads that take CPU from both sides unevenly: DAMON's kdamond (a memory monitor some
 # hosts run) took up to a quarter of a core during pgbench -c 64 on this machine kind, which is
 # part of the run-to-run spread the tables show. Their CPU over the pgbench section is printed.
