@@ -99,9 +99,9 @@ def server_ticks(postmaster):
 def machine_ticks():
     """(steal, all) CPU ticks of the whole machine so far, from /proc/stat: steal is the time the
     hypervisor ran something else while this guest's CPUs wanted to run. On this project's 2-core
-    VMs it rises and falls with the host's load: a c=1 recreate churn direct went from 239 tps at
-    5 % steal to 168 tps at 20 % in eight back-to-back runs of 3 s, so a ratio between two runs is
-    only as good as their steal is alike."""
+    VMs it went from 0 to 20 % with the host's load, and of eight back-to-back 3 s runs of a c=1
+    recreate churn direct the one at 20 % was the slowest (168 tps against 239 at 5 %): a ratio
+    between two runs is only as good as their steal is alike."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:9]]   # user nice system idle iowait irq softirq steal
     v += [0] * (8 - len(v))
