@@ -25,6 +25,8 @@ command -v pgbouncer >/dev/null || { echo "bench: pgbouncer not installed (scrip
 # 1000 idle clients through predrop mean 1000 client + 1000 upstream sockets.
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
+[ -z "${BENCH_PGDATA_DIR:-}" ] || [ -d "$BENCH_PGDATA_DIR" ] ||
+  { echo "bench: BENCH_PGDATA_DIR=$BENCH_PGDATA_DIR is not a directory" >&2; exit 1; }
 work=$(mktemp -d /tmp/predrop-bench.XXXXXX)
 chmod 0755 "$work"
 export BENCH_WORK=$work
