@@ -38,18 +38,19 @@ namespace {
 
 // Each pending OID with the quarantine schema of its statement ('' when none): where it is now.
 // Columns: oid, name, comment, bytes (with partitions, indexes and TOAST; only in that schema),
-// schema. The comment's quarantine id and hold (quarantine/move_sql.hpp) are read from its text
-// by the check (quarantine_mark), not cast to jsonb here: one comment that is not JSON, written by
-// hand on a table in the quarantine schema, would fail the cast and with it every check of the
-// batch. pg_class is probed by OID, one index lookup a pending OID (the lateral's OFFSET 0 keeps it so). Joined, the generic plan the
-// server makes while pg_class is a few dozen pages hashes the OIDs and reads all of pg_class at
-// every check, with every dead row a recreate churn leaves there until vacuum (issue 21: 2.2 of
-// the check's 5 ms in the churn bench's database of 600 relations).
+// schema, whether it is in that schema. The comment's quarantine id and hold
+// (quarantine/move_sql.hpp) are read from its text by the check (quarantine_mark), not cast to
+// jsonb here: one comment that is not JSON, written by hand on a table in the quarantine schema,
+// would fail the cast and with it every check of the batch. pg_class is probed by OID, one index
+// lookup a pending OID (the lateral's OFFSET 0 keeps it so). Joined, the generic plan the server
+// makes while pg_class is a few dozen pages hashes the OIDs and reads all of pg_class at every
+// check, with every dead row a recreate churn leaves there until vacuum (issue 21: 2.2 of the
+// check's 5 ms in the churn bench's database of 600 relations).
 constexpr const char* kOutcomeCheckSql = R"SQL(
 SELECT u.o::bigint, c.relname::text, d.description,
        CASE WHEN n.nspname = u.q THEN coalesce((SELECT sum(pg_total_relation_size(p.relid))::bigint
                                                    FROM pg_partition_tree(c.oid) p), pg_total_relation_size(c.oid)) END,
-       n.nspname::text
+       n.nspname::text, n.nspname = u.q
   FROM unnest($1::oid[], $2::text[]) AS u(o, q)
   CROSS JOIN LATERAL (SELECT * FROM pg_class c WHERE c.oid = u.o OFFSET 0) c
   JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -216,14 +217,14 @@ struct CaptureService::Impl {
       std::vector<std::optional<std::string>> oids, schemas;
       for (const auto& p : pending) oids.push_back(std::to_string(p.oid)), schemas.push_back(p.quarantine_schema);
       ++counters.catalog;
-      conn->exec_prepared("predrop_outcome_check_v4", kOutcomeCheckSql, {pg_array_literal(oids), pg_array_literal(schemas)},
+      conn->exec_prepared("predrop_outcome_check_v5", kOutcomeCheckSql, {pg_array_literal(oids), pg_array_literal(schemas)},
                  [this, conn, database, pending](PgResult r) {
                    capture_pool.release(conn, true);
                    counters.publish(capture_pool);
                    outcomes_checked(database);
                    if (!r.ok()) return spdlog::warn("predrop outcome check failed: {}", r.error);
                    // quarantine_id and hold_id: the comment's, where the table is in its
-                   // statement's quarantine schema (bytes are measured only there).
+                   // statement's quarantine schema.
                    struct Found { std::string quarantine_id, table, detail, bytes, schema, hold_id; };
                    std::map<uint32_t, Found> alive;
                    for (int i = 0; i < r.rows(); ++i) {
@@ -232,7 +233,7 @@ struct CaptureService::Impl {
                      f.detail = r.text(i, 2);
                      f.bytes = r.text(i, 3);
                      f.schema = r.text(i, 4);
-                     if (!r.is_null(i, 3)) {
+                     if (r.text(i, 5) == "t") {
                        QuarantineMark mark = quarantine_mark(f.detail);
                        f.quarantine_id = std::move(mark.id);
                        f.hold_id = std::move(mark.hold);
