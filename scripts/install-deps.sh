@@ -34,8 +34,9 @@ TEST_PKGS=(
   clang libclang-rt-14-dev
   prometheus chromium systemd man-db procps bsdextrautils debootstrap
 )
-# Only the bench: perf stat counts the proxies' system calls and context switches per transaction.
-BENCH_PKGS=(linux-perf)
+# Only the bench: perf stat counts the proxies' system calls and context switches per transaction;
+# liburing-dev builds the io_uring floor of tests/bench/relay_floor.
+BENCH_PKGS=(linux-perf liburing-dev)
 # The Debian package (scripts/build-deb.sh): dpkg-deb and dpkg-shlibdeps, help2man for the man
 # page. The tests build and install it, so test and bench have them too.
 DEB_PKGS=(dpkg-dev help2man)
