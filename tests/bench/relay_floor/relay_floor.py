@@ -89,19 +89,19 @@ def main():
             for name, port, pid in order:
                 tps, cpu, cs, steal = run(clients, protocol, port, pid)
                 runs.setdefault((clients, protocol, name), []).append((tps, cpu, cs, steal))
-                print("  round %d  c=%-3d %-9s %-12s %9.0f tps  CPU %6.1f us/tx  %5.2f switches/tx  steal %2.0f%%"
+                print("  round %d  c=%-3d %-9s %-17s %9.0f tps  CPU %6.1f us/tx  %5.2f switches/tx  steal %2.0f%%"
                       % (r + 1, clients, protocol, name, tps, cpu, cs, steal), flush=True)
     print()
     print("medians of %d rounds; 'CPU / pgbouncer' is the proxy's own CPU a transaction against PgBouncer's"
           % REPS)
-    print("%-16s %-12s %9s %8s %10s %14s %12s" % ("cell", "target", "tps", "/ pgb", "CPU us/tx", "CPU / pgbouncer",
+    print("%-16s %-17s %9s %8s %10s %15s %12s" % ("cell", "target", "tps", "/ pgb", "CPU us/tx", "CPU / pgbouncer",
                                                   "switches/tx"))
     for clients, protocol in CELLS:
         cell = "c=%d %s" % (clients, protocol)
         med = {n: [statistics.median(x[i] for x in runs[(clients, protocol, n)]) for i in range(3)] for n, _, _ in ts}
         for name, _, pid in ts:
             tps, cpu, cs = med[name]
-            print("%-16s %-12s %9.0f %8.2f %10s %14s %12s" % (
+            print("%-16s %-17s %9.0f %8.2f %10s %15s %12s" % (
                 cell, name, tps, tps / med["pgbouncer"][0],
                 "%.1f" % cpu if pid else "-", "%.2f" % (cpu / med["pgbouncer"][1]) if pid else "-",
                 "%.2f" % cs if pid else "-"))
