@@ -63,7 +63,11 @@ def run(clients, protocol, port, pid):
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(WARMUP + 0.05)
     t0, c0, m0 = (cpu_ticks(pid) if pid else None), (context_switches(pid) if pid else 0), machine_ticks()
-    out, err = p.communicate()
+    try:
+        out, err = p.communicate(timeout=SECONDS + WARMUP + 30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise SystemExit("relay_floor: pgbench through port %s did not end %d s after its run" % (port, 30))
     t1, c1, m1 = (cpu_ticks(pid) if pid else None), (context_switches(pid) if pid else 0), machine_ticks()
     if p.returncode != 0:
         raise SystemExit("relay_floor: pgbench through port %s failed:\n%s%s" % (port, out, err))
