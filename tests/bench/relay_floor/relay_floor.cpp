@@ -1,17 +1,20 @@
 // The floor of a relay (issue 23): a byte relay with nothing in it, one thread, to measure what each
 // kernel interface costs a relayed transaction on this machine, beside PgBouncer and predrop
 // (tests/bench/relay_floor/relay_floor.py). No parsing, no pooling, no limits: not a proxy.
-//   relay_floor epoll|uring|uring-defer LISTEN_PORT UPSTREAM_PORT
+//   relay_floor epoll|uring|uring-defer|uring-in-asio LISTEN_PORT UPSTREAM_PORT
 // epoll: level-triggered, a recv and a send per message, as PgBouncer works (and predrop's plaintext
 // legs, proxy/readiness.hpp). uring: every recv and send goes through one io_uring, one system call a
 // loop turn for all of them; uring-defer: the same ring set up SINGLE_ISSUER | DEFER_TASKRUN, so the
-// kernel runs the completions' work only when the loop asks for them.
+// kernel runs the completions' work only when the loop asks for them; uring-in-asio: that ring
+// driven from a Boost.Asio loop, the way predrop's relay threads could take it up.
 #include <arpa/inet.h>
+#include <boost/asio.hpp>
 #include <fcntl.h>
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,11 +22,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace {
+
+namespace asio = boost::asio;
 
 constexpr size_t kBuf = 65536;
 
@@ -163,107 +169,161 @@ int run_epoll(int lfd, int up_port) {
 }
 
 // ---- io_uring: one recv outstanding per side; a recv's bytes go out as one send, and the side
-// reads again once the send has taken them all. Every loop turn submits and waits in one call.
+// reads again once the send has taken them all.
 enum Op : uint64_t { kAccept = 1, kRecv = 2, kSend = 3 };
 uint64_t tag(Side* s, Op op) { return reinterpret_cast<uint64_t>(s) | op; }
 
-int run_uring(int lfd, int up_port, unsigned flags) {
-  io_uring ring;
-  io_uring_params params{};
-  params.flags = flags;
-  int rc = io_uring_queue_init_params(4096, &ring, &params);
-  if (rc < 0) {
-    fprintf(stderr, "io_uring_queue_init_params: %s\n", strerror(-rc));
-    return 1;
+struct UringRelay {
+  io_uring ring{};
+  int lfd, up_port;
+  // The side's next recv linked behind its send, armed together: the kernel starts the recv when
+  // the send has taken every byte (MSG_WAITALL), with no turn of the loop in between.
+  bool linked = false;
+
+  UringRelay(int listen_fd, int upstream_port, unsigned flags, bool link_recv_after_send = false)
+      : lfd(listen_fd), up_port(upstream_port), linked(link_recv_after_send) {
+    io_uring_params params{};
+    params.flags = flags;
+    int rc = io_uring_queue_init_params(4096, &ring, &params);
+    if (rc < 0) {
+      fprintf(stderr, "io_uring_queue_init_params: %s\n", strerror(-rc));
+      exit(1);
+    }
+    arm_accept();
   }
-  auto sqe = [&]() {
+  io_uring_sqe* sqe() {
     io_uring_sqe* e = io_uring_get_sqe(&ring);
     if (!e) {
       io_uring_submit(&ring);
       e = io_uring_get_sqe(&ring);
     }
     return e;
-  };
-  auto arm_accept = [&] {
+  }
+  void arm_accept() {
     io_uring_sqe* e = sqe();
     io_uring_prep_accept(e, lfd, nullptr, nullptr, 0);
     io_uring_sqe_set_data64(e, kAccept);
-  };
-  auto arm_recv = [&](Side* s) {
+  }
+  void arm_recv(Side* s) {
     ++s->pair->in_flight;
     io_uring_sqe* e = sqe();
     io_uring_prep_recv(e, s->fd, s->buf, kBuf, 0);
     io_uring_sqe_set_data64(e, tag(s, kRecv));
-  };
-  auto arm_send = [&](Side* s) {  // s's bytes to its peer
+  }
+  void arm_send(Side* s) {  // s's bytes to its peer
     ++s->pair->in_flight;
+    if (linked && io_uring_sq_space_left(&ring) < 2) io_uring_submit(&ring);  // the pair in one submission
     io_uring_sqe* e = sqe();
-    io_uring_prep_send(e, s->peer->fd, s->buf + s->off, s->len - s->off, MSG_NOSIGNAL);
+    io_uring_prep_send(e, s->peer->fd, s->buf + s->off, s->len - s->off, MSG_NOSIGNAL | (linked ? MSG_WAITALL : 0));
     io_uring_sqe_set_data64(e, tag(s, kSend));
-  };
-  auto close_pair = [&](Pair* p) {
+    if (linked) {
+      e->flags |= IOSQE_IO_LINK;
+      arm_recv(s);
+    }
+  }
+  static void free_pair(Pair* p) {
+    close(p->a.fd);
+    close(p->b.fd);
+    delete p;
+  }
+  void close_pair(Pair* p) {
     if (p->closed) return;
     p->closed = true;
     shutdown(p->a.fd, SHUT_RDWR);  // ends the other side's operation; its completion frees the pair
     shutdown(p->b.fd, SHUT_RDWR);
-    if (p->in_flight == 0) {
-      close(p->a.fd);
-      close(p->b.fd);
-      delete p;
-    }
-  };
-  arm_accept();
-  for (;;) {
-    io_uring_submit_and_wait(&ring, 1);
+    if (p->in_flight == 0) free_pair(p);
+  }
+  // Handles every completion there is; the operations they arm wait to be submitted.
+  unsigned complete() {
     io_uring_cqe* cqe;
     unsigned head, seen = 0;
     io_uring_for_each_cqe(&ring, head, cqe) {
       ++seen;
-      uint64_t d = cqe->user_data;
-      int res = cqe->res;
-      if (d == kAccept) {
-        arm_accept();
-        if (res < 0) continue;
-        int u = connect_upstream(up_port);
-        if (u < 0) { close(res); continue; }
-        Pair* p = new_pair(res, u);
-        arm_recv(&p->a);
-        arm_recv(&p->b);
-        continue;
-      }
-      auto* s = reinterpret_cast<Side*>(d & ~uint64_t{7});
-      Op op = static_cast<Op>(d & 7);
-      Pair* p = s->pair;
-      --p->in_flight;
-      if (p->closed) {
-        if (p->in_flight == 0) {
-          close(p->a.fd);
-          close(p->b.fd);
-          delete p;
-        }
-        continue;
-      }
-      if (op == kRecv) {
-        if (res <= 0) { close_pair(p); continue; }
-        s->len = static_cast<size_t>(res);
-        s->off = 0;
-        arm_send(s);
-      } else {
-        if (res < 0) { close_pair(p); continue; }
-        s->off += static_cast<size_t>(res);
-        if (s->off < s->len) arm_send(s);
-        else arm_recv(s);
-      }
+      handle(cqe->user_data, cqe->res);
     }
     io_uring_cq_advance(&ring, seen);
+    return seen;
   }
+  void handle(uint64_t d, int res) {
+    if (d == kAccept) {
+      arm_accept();
+      if (res < 0) return;
+      int u = connect_upstream(up_port);
+      if (u < 0) {
+        close(res);
+        return;
+      }
+      Pair* p = new_pair(res, u);
+      arm_recv(&p->a);
+      arm_recv(&p->b);
+      return;
+    }
+    auto* s = reinterpret_cast<Side*>(d & ~uint64_t{7});
+    Op op = static_cast<Op>(d & 7);
+    Pair* p = s->pair;
+    --p->in_flight;
+    if (p->closed) {
+      if (p->in_flight == 0) free_pair(p);
+      return;
+    }
+    if (op == kRecv) {
+      if (res <= 0) return close_pair(p);
+      s->len = static_cast<size_t>(res);
+      s->off = 0;
+      arm_send(s);
+    } else {
+      if (res < 0) return close_pair(p);
+      s->off += static_cast<size_t>(res);
+      if (linked) {
+        if (s->off < s->len) close_pair(p);  // MSG_WAITALL ended short: the linked recv is cancelled
+      } else if (s->off < s->len) {
+        arm_send(s);
+      } else {
+        arm_recv(s);
+      }
+    }
+  }
+};
+
+// The ring is the loop: every turn submits what the last armed and waits, in one call.
+int run_uring(int lfd, int up_port, unsigned flags) {
+  UringRelay relay(lfd, up_port, flags);
+  for (;;) {
+    io_uring_submit_and_wait(&relay.ring, 1);
+    relay.complete();
+  }
+}
+
+// The ring inside an asio loop, as predrop's relay threads would have it (their timers, posts from
+// the capture thread and TLS legs stay asio's): asio waits on an eventfd the ring signals when it
+// has completions, and each wake-up takes them, handles them and submits what they armed, a side's
+// send and its next recv linked: an epoll_wait, an epoll_ctl (asio re-arms the eventfd's watch;
+// predrop's proxy/readiness.hpp does without) and one or two io_uring_enter a wake-up, however many
+// messages it relays.
+int run_uring_in_asio(int lfd, int up_port) {
+  UringRelay relay(lfd, up_port, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, /*link_recv_after_send=*/true);
+  asio::io_context io(1);
+  int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  io_uring_register_eventfd(&relay.ring, efd);
+  asio::posix::stream_descriptor signal(io, efd);
+  // The eventfd is never read: asio watches it edge-triggered, and every signal is a new edge.
+  std::function<void(boost::system::error_code)> on_signal = [&](boost::system::error_code ec) {
+    if (ec) return;
+    io_uring_get_events(&relay.ring);
+    if (relay.complete() > 0) io_uring_submit(&relay.ring);
+    signal.async_wait(asio::posix::stream_descriptor::wait_read, on_signal);
+  };
+  io_uring_submit(&relay.ring);
+  signal.async_wait(asio::posix::stream_descriptor::wait_read, on_signal);
+  io.run();
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: relay_floor epoll|uring|uring-defer LISTEN_PORT UPSTREAM_PORT\n");
+    fprintf(stderr, "usage: relay_floor epoll|uring|uring-defer|uring-in-asio LISTEN_PORT UPSTREAM_PORT\n");
     return 2;
   }
   int lfd = listen_on(atoi(argv[2]));
@@ -276,6 +336,7 @@ int main(int argc, char** argv) {
   if (mode == "uring") return run_uring(lfd, up, 0);
   if (mode == "uring-defer")
     return run_uring(lfd, up, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+  if (mode == "uring-in-asio") return run_uring_in_asio(lfd, up);
   fprintf(stderr, "unknown mode %s\n", argv[1]);
   return 2;
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""The relay's floor (issue 23), run by run-relay-floor.sh: pgbench -S through PgBouncer, predrop and
-the floor relays of relay_floor.cpp (a byte relay with nothing in it on epoll, on io_uring, on
-io_uring with DEFER_TASKRUN), interleaved rounds, direct alongside. For each cell and target: tps, and
-the proxy's CPU and context switches a transaction over the counted seconds. What it answers: how far
-predrop's relay is above the floor its kernel interface allows, and what another interface's floor is
-on this machine. The proxies' CPU a transaction is the figure to read; tps on two cores swings with
-the host from round to round.
+"""The relay's floor (issue 23), run by run-relay-floor.sh: pgbench -S through PgBouncer, predrop and the
+floor relays of relay_floor.cpp (a byte relay with nothing in it on epoll, on io_uring, on io_uring with
+DEFER_TASKRUN, and that ring inside a Boost.Asio loop), interleaved rounds, direct alongside. For each
+cell and target: tps, and the proxy's CPU and context switches a transaction over the counted seconds.
+What it answers: how far predrop's relay is above the floor its kernel interface allows, and what
+another interface's floor is on this machine. The proxies' CPU a transaction is the figure to read; tps
+on two cores swings with the host from round to round.
 
 Environment: PGHOST, PGPORT (the cluster), PGB_PORT and PGB_PID, PREDROP_PORT and PREDROP_PID, FLOORS
 ("name=port=pid ..."), RELAY_FLOOR_SECONDS (6: counted seconds a run, after 2 s), RELAY_FLOOR_REPS (3),

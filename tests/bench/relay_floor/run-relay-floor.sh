@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The relay's floor (issue 23; no assertions): builds relay_floor.cpp (liburing-dev, a bench package in
-# scripts/install-deps.sh), starts its three floors (epoll, uring, uring-defer), each in a session of
-# its own as PgBouncer and predrop run, and runs relay_floor.py against them, PgBouncer, predrop and
-# direct. scripts/bench.sh runs it with the cluster, PgBouncer and predrop it started; by hand, export
-# PGHOST, PGPORT, PGB_PORT, PGB_PID, PREDROP_PORT and PREDROP_PID first. Tunables: see relay_floor.py.
-# Writes $BENCH_WORK/relay_floor-results.tsv when BENCH_WORK is set.
+# scripts/install-deps.sh), starts its four floors (epoll, uring, uring-defer, uring-in-asio), each in a
+# session of its own as PgBouncer and predrop run, and runs relay_floor.py against them, PgBouncer,
+# predrop and direct. scripts/bench.sh runs it with the cluster, PgBouncer and predrop it started; by
+# hand, export PGHOST, PGPORT, PGB_PORT, PGB_PID, PREDROP_PORT and PREDROP_PID first. Tunables: see
+# relay_floor.py. Writes $BENCH_WORK/relay_floor-results.tsv when BENCH_WORK is set.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${PGHOST:?PGHOST unset}" "${PGPORT:?PGPORT unset}" "${PGB_PORT:?PGB_PORT unset (scripts/bench.sh sets it)}"
@@ -23,7 +23,7 @@ trap cleanup EXIT
 
 c++ -O2 -std=c++20 -Wall -Wextra -Werror -o "$work/relay_floor" "$here/relay_floor.cpp" -luring
 floors=""
-for mode in epoll uring uring-defer; do
+for mode in epoll uring uring-defer uring-in-asio; do
   port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   setsid "$work/relay_floor" "$mode" "$port" "$PGPORT" >"$work/$mode.log" 2>&1 &
   pids+=($!)
