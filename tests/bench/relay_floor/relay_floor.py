@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The relay's floor (issue 23), run by run-relay-floor.sh: pgbench -S through PgBouncer, predrop and the
 floor relays of relay_floor.cpp (a byte relay with nothing in it on epoll, on io_uring, on io_uring with
-DEFER_TASKRUN, and that ring inside a Boost.Asio loop), interleaved rounds, direct alongside. For each
+DEFER_TASKRUN, and a ring inside a Boost.Asio loop), interleaved rounds, direct alongside. For each
 cell and target: tps, and the proxy's CPU and context switches a transaction over the counted seconds.
 What it answers: how far predrop's relay is above the floor its kernel interface allows, and what
 another interface's floor is on this machine. The proxies' CPU a transaction is the figure to read; tps
@@ -57,7 +57,8 @@ def targets():
 def run(clients, protocol, port, pid):
     """One pgbench -S run; tps over the counted seconds (pgbench's per-second progress after the
     warm-up), and the proxy's CPU µs and context switches a transaction over the same seconds."""
-    cmd = ["pgbench", "-n", "-S", "-M", protocol, "-h", os.environ.get("PGHOST", "127.0.0.1"), "-p", str(port),
+    # Every target listens on loopback TCP, the floors included (they reach the server there too).
+    cmd = ["pgbench", "-n", "-S", "-M", protocol, "-h", "127.0.0.1", "-p", str(port),
            "-U", "postgres", "-d", DB, "-c", str(clients), "-j", "2" if clients > 1 else "1",
            "-T", str(SECONDS + WARMUP), "-P", "1"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -80,8 +81,8 @@ def run(clients, protocol, port, pid):
 
 
 def main():
-    subprocess.run(["psql", "-XAtq", "-d", "postgres", "-c", "DROP DATABASE IF EXISTS " + DB + " WITH (FORCE)",
-                    "-c", "CREATE DATABASE " + DB], check=True)
+    subprocess.run(["psql", "-XAtq", "-d", "postgres", "-c", "SET client_min_messages = warning",
+                    "-c", "DROP DATABASE IF EXISTS " + DB + " WITH (FORCE)", "-c", "CREATE DATABASE " + DB], check=True)
     subprocess.run(["pgbench", "-i", "-q", "-s", "1", DB], check=True, capture_output=True)
     ts = targets()
     print("relay floor: pgbench -S, %d rounds of %d counted s after %d s, targets rotated each round: %s"
